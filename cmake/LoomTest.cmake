@@ -1,0 +1,11 @@
+# loom_test(NAME SOURCES ... LIBS ... LABELS ...): a GoogleTest binary registered with ctest.
+function(loom_test name)
+  cmake_parse_arguments(arg "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT arg_LABELS)
+    set(arg_LABELS unit)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}")
+endfunction()
