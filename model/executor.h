@@ -1,0 +1,32 @@
+// The interface every backend implements: one batched forward pass (prefill
+// chunks and decodes mixed) over the paged KV cache, then sampling.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "scheduler/step.h"
+
+namespace loom {
+
+// What the executor can hold, reported once so that the engine can size the
+// block pool: the executor has already allocated num_blocks KV blocks.
+struct ExecutorGeometry {
+  int32_t num_blocks = 0;  // including block 0, the null block
+  int32_t block_size = 16;
+  int32_t max_model_len = 0;
+  std::string device;  // "cpu" or "cuda"
+  std::string dtype;   // "float32", "bfloat16", ...
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual ExecutorGeometry Geometry() const = 0;
+  // Runs one step. A failure is an engine failure: the engine fails every
+  // in-flight request with INTERNAL.
+  virtual absl::StatusOr<StepResult> Execute(const StepPlan& plan) = 0;
+};
+
+}  // namespace loom
