@@ -1,0 +1,65 @@
+// Token sampling from one row of logits per sequence. Both backends follow the
+// same recipe, in this order, so that a seeded request draws the same token on
+// either and whatever else is in the batch:
+//  1. penalties: repetition_penalty (Hugging Face: each distinct token of the
+//     prompt and output, logit > 0 ? logit / r : logit * r), then
+//     frequency_penalty * count + presence_penalty * (count > 0) subtracted for
+//     each token of the output;
+//  2. logit bias added;
+//  3. logprobs: log_softmax of these logits (before temperature): the sampled
+//     token's and the num_logprobs best (descending, lower id first on ties);
+//  4. temperature == 0: argmax (lower id on ties). Otherwise logits /
+//     temperature; candidates sorted by descending logit (lower id first on
+//     ties); top_k keeps the first k (0 = all); softmax over them; min_p drops
+//     those with prob < min_p * max prob; top_p keeps the shortest prefix whose
+//     probability sum reaches top_p (at least one token);
+//  5. the draw: u = PhiloxUniform(seed, step, 0) * (sum of kept probabilities);
+//     the first kept candidate whose running probability sum exceeds u (the
+//     last kept one if rounding leaves none).
+#pragma once
+
+#include <cstdint>
+
+namespace loom::kernels {
+
+class ParallelFor;
+
+struct SamplingRowParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+  uint64_t step = 0;  // tokens generated so far by this sequence (Philox counter)
+  // The sequence's tokens: prompt, then output.
+  const int32_t* token_ids = nullptr;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_tokens = 0;
+  const int32_t* bias_token_ids = nullptr;  // [num_bias]
+  const float* bias_values = nullptr;       // [num_bias]
+  int32_t num_bias = 0;
+  int32_t num_logprobs = -1;  // -1: none; k >= 0: sampled token's plus k best
+};
+
+struct SamplingBatchParams {
+  float* logits = nullptr;  // [num_rows, vocab_size]; overwritten (scratch)
+  int32_t num_rows = 0;
+  int32_t vocab_size = 0;
+  const SamplingRowParams* rows = nullptr;  // [num_rows]
+  int32_t* out_token_ids = nullptr;         // [num_rows]
+  float* out_logprobs = nullptr;            // [num_rows], of the sampled token
+  // [num_rows, max_top_logprobs]; row r fills its first rows[r].num_logprobs.
+  int32_t max_top_logprobs = 0;
+  int32_t* out_top_ids = nullptr;
+  float* out_top_logprobs = nullptr;
+};
+
+namespace cpu {
+// Rows are independent; they run in parallel on the pool.
+void Sample(const SamplingBatchParams& p, ParallelFor& pool);
+}  // namespace cpu
+
+}  // namespace loom::kernels
