@@ -1,0 +1,33 @@
+#include "cache/block_hash.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "absl/container/inlined_vector.h"
+
+namespace loom {
+
+BlockHash HashBlockTokens(const BlockHash& parent, std::span<const int32_t> token_ids,
+                          std::string_view cache_salt) {
+  // One contiguous buffer so that a single one-shot xxh3 call covers it; the
+  // inline capacity fits a 64-token block without touching the heap. The
+  // layout is unambiguous: the parent and the token span have a fixed length
+  // for a given block size, and the salt comes last.
+  absl::InlinedVector<unsigned char, 320> buffer(sizeof(parent) + token_ids.size_bytes() +
+                                                 cache_salt.size());
+  unsigned char* out = buffer.data();
+  std::memcpy(out, &parent.lo, sizeof(parent.lo));
+  out += sizeof(parent.lo);
+  std::memcpy(out, &parent.hi, sizeof(parent.hi));
+  out += sizeof(parent.hi);
+  if (!token_ids.empty()) {
+    std::memcpy(out, token_ids.data(), token_ids.size_bytes());
+    out += token_ids.size_bytes();
+  }
+  if (!cache_salt.empty()) std::memcpy(out, cache_salt.data(), cache_salt.size());
+  const XXH128_hash_t digest = XXH3_128bits(buffer.data(), buffer.size());
+  return BlockHash{.lo = digest.low64, .hi = digest.high64};
+}
+
+}  // namespace loom

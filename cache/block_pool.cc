@@ -1,0 +1,120 @@
+#include "cache/block_pool.h"
+
+#include "cache/check.h"
+
+namespace loom {
+
+BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
+    : enable_caching_(enable_caching),
+      blocks_(static_cast<size_t>(num_blocks)),
+      free_queue_(num_blocks) {
+  LOOM_CACHE_CHECK(num_blocks >= 1);
+  for (BlockId id = 1; id < num_blocks; ++id) free_queue_.PushBack(id);
+}
+
+size_t BlockPool::Checked(BlockId id) const {
+  LOOM_CACHE_CHECK(id > kNullBlockId && id < num_blocks());
+  return static_cast<size_t>(id);
+}
+
+void BlockPool::Allocate(int32_t n, std::vector<BlockId>* out) {
+  LOOM_CACHE_CHECK(n >= 0 && n <= NumFreeBlocks());
+  for (int32_t i = 0; i < n; ++i) {
+    const BlockId id = free_queue_.PopFront();
+    Block& block = blocks_[Checked(id)];
+    if (block.cached) {
+      index_.erase(block.hash);
+      block.cached = false;
+      block.hash = BlockHash{};
+      --num_cached_free_;
+    }
+    block.ref_cnt = 1;
+    ++num_used_;
+    out->push_back(id);
+  }
+}
+
+std::optional<BlockId> BlockPool::Lookup(const BlockHash& hash) const {
+  const auto it = index_.find(hash);
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BlockPool::Touch(BlockId id) {
+  Block& block = blocks_[Checked(id)];
+  if (block.ref_cnt == 0) {
+    free_queue_.Remove(id);
+    ++num_used_;
+    if (block.cached) --num_cached_free_;
+  }
+  ++block.ref_cnt;
+}
+
+void BlockPool::Release(BlockId id) {
+  Block& block = blocks_[Checked(id)];
+  LOOM_CACHE_CHECK(block.ref_cnt > 0);
+  if (--block.ref_cnt > 0) return;
+  --num_used_;
+  if (block.cached) {
+    free_queue_.PushBack(id);
+    ++num_cached_free_;
+  } else {
+    free_queue_.PushFront(id);
+  }
+}
+
+void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
+  Block& block = blocks_[Checked(id)];
+  LOOM_CACHE_CHECK(block.ref_cnt > 0);
+  if (!enable_caching_) return;
+  if (block.cached) {
+    LOOM_CACHE_CHECK(block.hash == hash);
+    return;
+  }
+  if (!index_.try_emplace(hash, id).second) return;
+  block.cached = true;
+  block.hash = hash;
+}
+
+std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
+  const Block& block = blocks_[Checked(id)];
+  if (!block.cached) return std::nullopt;
+  return block.hash;
+}
+
+void BlockPool::ResetPrefixCache() {
+  index_.clear();
+  for (Block& block : blocks_) {
+    block.cached = false;
+    block.hash = BlockHash{};
+  }
+  num_cached_free_ = 0;
+}
+
+void BlockPool::CheckInvariants() const {
+  free_queue_.CheckInvariants();
+  const Block& null_block = blocks_[kNullBlockId];
+  LOOM_CACHE_CHECK(null_block.ref_cnt == 0 && !null_block.cached);
+  LOOM_CACHE_CHECK(!free_queue_.Contains(kNullBlockId));
+  int32_t used = 0;
+  int32_t cached = 0;
+  int32_t cached_free = 0;
+  for (BlockId id = 1; id < num_blocks(); ++id) {
+    const Block& block = blocks_[static_cast<size_t>(id)];
+    LOOM_CACHE_CHECK(block.ref_cnt >= 0);
+    LOOM_CACHE_CHECK((block.ref_cnt == 0) == free_queue_.Contains(id));
+    if (block.ref_cnt > 0) ++used;
+    if (!block.cached) continue;
+    ++cached;
+    if (block.ref_cnt == 0) ++cached_free;
+    const auto it = index_.find(block.hash);
+    LOOM_CACHE_CHECK(it != index_.end() && it->second == id);
+  }
+  LOOM_CACHE_CHECK(used == num_used_);
+  LOOM_CACHE_CHECK(used + NumFreeBlocks() == num_blocks() - 1);
+  LOOM_CACHE_CHECK(cached_free == num_cached_free_);
+  LOOM_CACHE_CHECK(static_cast<int32_t>(index_.size()) == cached);
+  LOOM_CACHE_CHECK(enable_caching_ || index_.empty());
+}
+
+}  // namespace loom

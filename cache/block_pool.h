@@ -1,0 +1,90 @@
+// Bookkeeping for the KV pool's blocks: reference counts, the free queue in
+// eviction order, and the prefix index from a full block's hash to the block
+// that holds that prefix. It knows nothing of sequences; KvCacheManager does.
+#ifndef LOOM_CACHE_BLOCK_POOL_H_
+#define LOOM_CACHE_BLOCK_POOL_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "cache/block_hash.h"
+#include "cache/block_id.h"
+#include "cache/free_block_queue.h"
+
+namespace loom {
+
+class BlockPool {
+ public:
+  // num_blocks includes the null block, so num_blocks - 1 blocks are usable.
+  BlockPool(int32_t num_blocks, bool enable_caching);
+
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  [[nodiscard]] int32_t num_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  [[nodiscard]] int32_t NumFreeBlocks() const { return free_queue_.size(); }
+  [[nodiscard]] int32_t NumUsedBlocks() const { return num_used_; }
+  [[nodiscard]] int32_t NumCachedFreeBlocks() const { return num_cached_free_; }
+
+  // Takes n blocks from the front of the free queue and appends them to out,
+  // each with one reference. A taken block's cached prefix is evicted, so the
+  // least recently freed prefixes go first. n must not exceed NumFreeBlocks().
+  void Allocate(int32_t n, std::vector<BlockId>* out);
+
+  // The block that holds the prefix with this hash, held or free.
+  [[nodiscard]] std::optional<BlockId> Lookup(const BlockHash& hash) const;
+
+  // Takes a reference. A free block leaves the free queue, which is how a
+  // prefix hit revives a free block without losing its contents.
+  void Touch(BlockId id);
+
+  // Drops a reference. At zero the block becomes free: a cached block goes to
+  // the back of the queue (evicted last), an uncached one to the front, since
+  // nothing is lost by reusing it first.
+  void Release(BlockId id);
+
+  // Enters a held, full block into the prefix index under hash. Does nothing
+  // when caching is off, when the block is already cached, or when another
+  // block already holds this prefix (block tables are append-only, so the
+  // duplicate cannot replace it and simply stays out of the index).
+  void CacheFullBlock(BlockId id, const BlockHash& hash);
+
+  [[nodiscard]] int32_t ref_cnt(BlockId id) const { return blocks_[Checked(id)].ref_cnt; }
+  // The hash under which the block is in the prefix index, if it is.
+  [[nodiscard]] std::optional<BlockHash> cached_hash(BlockId id) const;
+
+  // Forgets every cached prefix, held or free; references are untouched.
+  void ResetPrefixCache();
+
+  // For tests: the free blocks, next to be taken first.
+  [[nodiscard]] std::vector<BlockId> FreeBlocksInEvictionOrder() const {
+    return free_queue_.ToVector();
+  }
+
+  // Free queue holds exactly the unreferenced blocks, the counters match, and
+  // the prefix index and the per-block hashes agree both ways.
+  void CheckInvariants() const;
+
+ private:
+  struct Block {
+    int32_t ref_cnt = 0;
+    bool cached = false;
+    BlockHash hash;  // meaningful only when cached
+  };
+
+  // Bounds-checks a usable (non-null) block id.
+  [[nodiscard]] size_t Checked(BlockId id) const;
+
+  const bool enable_caching_;
+  std::vector<Block> blocks_;
+  FreeBlockQueue free_queue_;
+  absl::flat_hash_map<BlockHash, BlockId> index_;
+  int32_t num_used_ = 0;
+  int32_t num_cached_free_ = 0;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_CACHE_BLOCK_POOL_H_

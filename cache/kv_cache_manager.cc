@@ -1,0 +1,187 @@
+#include "cache/kv_cache_manager.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "cache/check.h"
+
+namespace loom {
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : block_size_(config.block_size),
+      enable_prefix_caching_(config.enable_prefix_caching),
+      pool_(config.num_blocks, config.enable_prefix_caching) {
+  LOOM_CACHE_CHECK(config.num_blocks >= 2);
+  LOOM_CACHE_CHECK(config.block_size >= 1);
+}
+
+BlockHash KvCacheManager::HashBlock(const CacheRequest& req, const BlockHash& parent,
+                                    size_t index) const {
+  const size_t block_size = static_cast<size_t>(block_size_);
+  return HashBlockTokens(parent, req.token_ids.subspan(index * block_size, block_size),
+                         req.cache_salt);
+}
+
+ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
+  ComputedBlocks computed;
+  if (!enable_prefix_caching_) return computed;
+  const auto it = seqs_.find(req.seq_id);
+  LOOM_CACHE_CHECK(it == seqs_.end() || it->second.block_table.empty());
+  // Leave the last token uncovered even when the prompt fills whole blocks.
+  const size_t num_tokens = req.token_ids.size();
+  const size_t max_blocks = num_tokens == 0 ? 0 : (num_tokens - 1) / block_size_;
+  // Hashing stops at the first miss, so a lookup costs the hit plus one block.
+  BlockHash parent;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    const BlockHash hash = HashBlock(req, parent, i);
+    const std::optional<BlockId> block = pool_.Lookup(hash);
+    if (!block.has_value()) break;
+    computed.blocks.push_back(*block);
+    parent = hash;
+  }
+  computed.num_computed_tokens = static_cast<int32_t>(computed.blocks.size()) * block_size_;
+  prefix_query_tokens_ += static_cast<int64_t>(num_tokens);
+  prefix_hit_tokens_ += computed.num_computed_tokens;
+  return computed;
+}
+
+std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
+    const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
+    const ComputedBlocks* new_computed) {
+  LOOM_CACHE_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0);
+  const auto it = seqs_.find(req.seq_id);
+  const size_t num_held = it == seqs_.end() ? 0 : it->second.block_table.size();
+  LOOM_CACHE_CHECK(static_cast<int64_t>(num_computed_tokens) <=
+                   static_cast<int64_t>(num_held) * block_size_);
+
+  const std::span<const BlockId> hits =
+      new_computed == nullptr ? std::span<const BlockId>() : std::span(new_computed->blocks);
+  const int32_t num_hit_tokens = static_cast<int32_t>(hits.size()) * block_size_;
+  // Hits must come from GetComputedBlocks in this same step: checking each
+  // block against the request's own hash chain catches a stale or foreign
+  // ComputedBlocks before it could attach someone else's KV.
+  std::vector<BlockHash> hit_hashes;
+  if (!hits.empty()) {
+    LOOM_CACHE_CHECK(num_held == 0 && num_computed_tokens == 0);
+    LOOM_CACHE_CHECK(new_computed->num_computed_tokens == num_hit_tokens);
+    LOOM_CACHE_CHECK(static_cast<size_t>(num_hit_tokens) < req.token_ids.size());
+    hit_hashes.reserve(hits.size());
+    BlockHash parent;
+    for (size_t i = 0; i < hits.size(); ++i) {
+      parent = HashBlock(req, parent, i);
+      LOOM_CACHE_CHECK(pool_.cached_hash(hits[i]) == parent);
+      hit_hashes.push_back(parent);
+    }
+  }
+
+  const int32_t num_tokens = num_computed_tokens + num_hit_tokens + num_new_tokens;
+  const int64_t num_required = (static_cast<int64_t>(num_tokens) + block_size_ - 1) / block_size_;
+  const int32_t num_new_blocks = static_cast<int32_t>(
+      std::max<int64_t>(0, num_required - static_cast<int64_t>(num_held + hits.size())));
+  // Reviving a free hit block takes it out of the free queue just like a new
+  // block, so it counts against the free blocks too.
+  const int32_t num_revived = static_cast<int32_t>(
+      std::count_if(hits.begin(), hits.end(), [&](BlockId id) { return pool_.ref_cnt(id) == 0; }));
+  if (num_new_blocks + num_revived > pool_.NumFreeBlocks()) return std::nullopt;
+
+  Sequence& seq = seqs_[req.seq_id];
+  for (size_t i = 0; i < hits.size(); ++i) {
+    pool_.Touch(hits[i]);
+    seq.block_table.push_back(hits[i]);
+    seq.block_hashes.push_back(hit_hashes[i]);
+  }
+  pool_.Allocate(num_new_blocks, &seq.block_table);
+  if (enable_prefix_caching_) CacheFullBlocks(req, num_tokens, seq);
+  return std::vector<BlockId>(seq.block_table.end() - num_new_blocks, seq.block_table.end());
+}
+
+void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq) {
+  // Only blocks whose every token is known can be hashed; a block past the
+  // known tokens is cached by a later call.
+  const size_t num_known = std::min(static_cast<size_t>(num_tokens), req.token_ids.size());
+  const size_t num_full = num_known / static_cast<size_t>(block_size_);
+  LOOM_CACHE_CHECK(num_full <= seq.block_table.size());
+  for (size_t i = seq.block_hashes.size(); i < num_full; ++i) {
+    const BlockHash parent = i == 0 ? BlockHash{} : seq.block_hashes[i - 1];
+    const BlockHash hash = HashBlock(req, parent, i);
+    seq.block_hashes.push_back(hash);
+    pool_.CacheFullBlock(seq.block_table[i], hash);
+  }
+}
+
+void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens) {
+  LOOM_CACHE_CHECK(parent_seq_id != child_seq_id && num_tokens >= 0);
+  const auto parent_it = seqs_.find(parent_seq_id);
+  LOOM_CACHE_CHECK(parent_it != seqs_.end());
+  const auto child_it = seqs_.find(child_seq_id);
+  LOOM_CACHE_CHECK(child_it == seqs_.end() || child_it->second.block_table.empty());
+  const Sequence& parent = parent_it->second;
+  const size_t num_shared = static_cast<size_t>(num_tokens / block_size_);
+  LOOM_CACHE_CHECK(num_shared <= parent.block_table.size());
+
+  // Built aside: inserting into seqs_ may move the parent.
+  Sequence child;
+  child.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + num_shared);
+  const size_t num_hashes = std::min(num_shared, parent.block_hashes.size());
+  child.block_hashes.assign(parent.block_hashes.begin(), parent.block_hashes.begin() + num_hashes);
+  for (BlockId id : child.block_table) pool_.Touch(id);
+  seqs_[child_seq_id] = std::move(child);
+}
+
+void KvCacheManager::Free(int64_t seq_id) {
+  const auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  const std::vector<BlockId>& table = it->second.block_table;
+  for (auto block = table.rbegin(); block != table.rend(); ++block) pool_.Release(*block);
+  seqs_.erase(it);
+}
+
+std::span<const BlockId> KvCacheManager::BlockTable(int64_t seq_id) const {
+  const auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return {};
+  return it->second.block_table;
+}
+
+KvCacheStats KvCacheManager::Stats() const {
+  return KvCacheStats{
+      .num_blocks = pool_.num_blocks() - 1,
+      .num_free = pool_.NumFreeBlocks(),
+      .num_used = pool_.NumUsedBlocks(),
+      .num_cached_free = pool_.NumCachedFreeBlocks(),
+      .prefix_query_tokens = prefix_query_tokens_,
+      .prefix_hit_tokens = prefix_hit_tokens_,
+  };
+}
+
+double KvCacheManager::Usage() const {
+  return static_cast<double>(pool_.NumUsedBlocks()) / static_cast<double>(pool_.num_blocks() - 1);
+}
+
+void KvCacheManager::CheckInvariants() const {
+  pool_.CheckInvariants();
+  std::vector<int32_t> occurrences(static_cast<size_t>(pool_.num_blocks()), 0);
+  // last_seen[id] == stamp marks a block already met in the current table.
+  std::vector<int32_t> last_seen(occurrences.size(), -1);
+  int32_t stamp = 0;
+  for (const auto& [seq_id, seq] : seqs_) {
+    LOOM_CACHE_CHECK(seq.block_hashes.size() <= seq.block_table.size());
+    LOOM_CACHE_CHECK(enable_prefix_caching_ || seq.block_hashes.empty());
+    for (size_t i = 0; i < seq.block_table.size(); ++i) {
+      const BlockId id = seq.block_table[i];
+      LOOM_CACHE_CHECK(id > kNullBlockId && id < pool_.num_blocks());
+      LOOM_CACHE_CHECK(last_seen[id] != stamp);
+      last_seen[id] = stamp;
+      ++occurrences[id];
+      const std::optional<BlockHash> cached = pool_.cached_hash(id);
+      if (!cached.has_value()) continue;
+      // A cached block sits where the sequence's own hash chain says it does.
+      LOOM_CACHE_CHECK(i < seq.block_hashes.size() && *cached == seq.block_hashes[i]);
+    }
+    ++stamp;
+  }
+  for (BlockId id = 1; id < pool_.num_blocks(); ++id) {
+    LOOM_CACHE_CHECK(occurrences[id] == pool_.ref_cnt(id));
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,158 @@
+// KvCacheManager hides the paged KV pool behind the three calls the scheduler
+// needs (GetComputedBlocks, AllocateSlots, Free) and owns every sequence's
+// block table. Blocks are shared through reference counts: between requests
+// with a common prefix (prefix caching) and between the n samples of a request.
+//
+// The token ranges of one AllocateSlots call, left to right:
+//
+//   |<- num_computed_tokens ->|<- new_computed ->|<-- num_new_tokens -->|
+//   | already computed, in    | prefix hits      | slots for this step: |
+//   | blocks the sequence     | (first call      | the last held block's|
+//   | holds                   | only): ref_cnt+1,| empty slots, then    |
+//   |                         | revived if free  | new blocks taken from|
+//   |                         |                  | the free queue front |
+//
+// Examples with block_size 4 (one letter per slot: h hit, c computed, n new
+// token, _ empty). First call after a two-block hit, 7-token prefill chunk:
+//
+//   block        h0      h1      n0      n1
+//   slots       |h h h h|h h h h|n n n n|n n n _|   returns {n0, n1}
+//
+// Later call: 6 tokens computed in b0 and b1, 3 new tokens; b1's two empty
+// slots are used before a new block is taken:
+//
+//   block        b0      b1      n0
+//   slots       |c c c c|c c n n|n _ _ _|           returns {n0}
+//
+// Every block whose slots all lie below min(computed + hits + new,
+// token_ids.size()) is full once the step runs, so it is hashed and entered
+// into the prefix index right away.
+#ifndef LOOM_CACHE_KV_CACHE_MANAGER_H_
+#define LOOM_CACHE_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "cache/block_hash.h"
+#include "cache/block_id.h"
+#include "cache/block_pool.h"
+
+namespace loom {
+
+struct KvCacheConfig {
+  int32_t num_blocks;  // including the null block; at least 2
+  int32_t block_size;  // tokens per block
+  bool enable_prefix_caching = true;
+};
+
+// What the cache needs to know about a sequence.
+struct CacheRequest {
+  int64_t seq_id;
+  std::span<const int32_t> token_ids;  // every known token (prompt + generated so far)
+  std::string_view cache_salt;         // requests with different salts share no prefix
+};
+
+// A cached prefix of full blocks found by GetComputedBlocks.
+struct ComputedBlocks {
+  std::vector<BlockId> blocks;
+  int32_t num_computed_tokens = 0;  // blocks.size() * block_size
+};
+
+struct KvCacheStats {
+  int32_t num_blocks;           // usable blocks: the null block is not counted
+  int32_t num_free;             // includes num_cached_free
+  int32_t num_used;             // held by at least one sequence
+  int32_t num_cached_free;      // free but still holding a cached prefix
+  int64_t prefix_query_tokens;  // cumulative, over GetComputedBlocks calls
+  int64_t prefix_hit_tokens;    // cumulative
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  // The longest cached prefix of full blocks for a sequence that holds no
+  // blocks yet. It never covers the whole sequence: at least one token is left
+  // to compute so that the last position produces logits. Counts queried and
+  // hit tokens; takes no references (AllocateSlots does). Empty when prefix
+  // caching is off.
+  [[nodiscard]] ComputedBlocks GetComputedBlocks(const CacheRequest& req);
+
+  // Makes room for num_new_tokens more tokens after the num_computed_tokens
+  // that req's sequence already holds (0 on the first call). On the first call
+  // pass GetComputedBlocks' result as new_computed, from the same scheduling
+  // step: its blocks are appended to the table with a reference each, and
+  // their tokens count as computed. Returns the newly allocated blocks (hit
+  // blocks excluded), already appended to the block table, or std::nullopt
+  // when the pool has too few free blocks: then nothing changes and the caller
+  // preempts a sequence and retries.
+  [[nodiscard]] std::optional<std::vector<BlockId>> AllocateSlots(
+      const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
+      const ComputedBlocks* new_computed = nullptr);
+
+  // A new sequence (a further sample, n > 1) that shares the parent's first
+  // num_tokens / block_size full blocks through reference counts, whether or
+  // not prefix caching is on. The child computes the rest itself. The child
+  // must hold no blocks.
+  void Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
+
+  // Drops the sequence's references, tail block first, so that its tail is
+  // evicted before its (more shareable) head. Unknown ids are a no-op.
+  void Free(int64_t seq_id);
+
+  // Empty for unknown ids. Valid until the next non-const call.
+  [[nodiscard]] std::span<const BlockId> BlockTable(int64_t seq_id) const;
+
+  // Free blocks, including free blocks that still hold a cached prefix.
+  [[nodiscard]] int32_t NumFreeBlocks() const { return pool_.NumFreeBlocks(); }
+  [[nodiscard]] bool CanAllocate(int32_t num_blocks) const { return num_blocks <= NumFreeBlocks(); }
+  [[nodiscard]] KvCacheStats Stats() const;
+  // Blocks held by sequences / usable blocks (num_blocks - 1).
+  [[nodiscard]] double Usage() const;
+
+  // Forgets every cached prefix (for example after weights change). Block
+  // tables and references are untouched.
+  void ResetPrefixCache() { pool_.ResetPrefixCache(); }
+
+  // Aborts unless the pool is consistent and every block's reference count
+  // equals its occurrences in block tables. For tests.
+  void CheckInvariants() const;
+
+  [[nodiscard]] int32_t block_size() const { return block_size_; }
+  [[nodiscard]] bool prefix_caching_enabled() const { return enable_prefix_caching_; }
+  // For tests and inspection.
+  [[nodiscard]] const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct Sequence {
+    std::vector<BlockId> block_table;
+    // Chained hashes of the leading full blocks, kept even for blocks that are
+    // not in the prefix index so the chain can continue. Empty when prefix
+    // caching is off.
+    std::vector<BlockHash> block_hashes;
+  };
+
+  // The hash of block `index` of req, given the hash of the block before it.
+  [[nodiscard]] BlockHash HashBlock(const CacheRequest& req, const BlockHash& parent,
+                                    size_t index) const;
+  // Hashes and caches the full blocks among the first num_tokens tokens.
+  void CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq);
+
+  const int32_t block_size_;
+  const bool enable_prefix_caching_;
+  BlockPool pool_;
+  absl::flat_hash_map<int64_t, Sequence> seqs_;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_CACHE_KV_CACHE_MANAGER_H_
