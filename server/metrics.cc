@@ -1,0 +1,140 @@
+#include "server/metrics.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "prometheus/gauge.h"
+#include "prometheus/text_serializer.h"
+
+namespace loom {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+constexpr FinishLabel kFinishLabels[] = {FinishLabel::kStop,     FinishLabel::kLength,
+                                         FinishLabel::kAborted,  FinishLabel::kError,
+                                         FinishLabel::kDeadline, FinishLabel::kRejected};
+
+// 1, 2, 4, ... up to and including max: token counts and batch sizes span
+// several orders of magnitude, so the bounds grow geometrically.
+Histogram::BucketBoundaries PowersOfTwo(double max) {
+  Histogram::BucketBoundaries bounds;
+  for (double bound = 1; bound <= max; bound *= 2) bounds.push_back(bound);
+  return bounds;
+}
+
+Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
+                        const std::string& help, const Histogram::BucketBoundaries& buckets) {
+  return &BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return &BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+const Histogram::BucketBoundaries& MetricsRegistry::LatencyBuckets() {
+  static const Histogram::BucketBoundaries kBuckets = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+      0.75,  1.0,    1.5,   2.0,  2.5,   5.0,  7.5,   10,  15,   20,  30,  45,  60};
+  return kBuckets;
+}
+
+MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineStats()> snapshot)
+    : engine_(std::move(snapshot)) {
+  prometheus::Registry& registry = *registry_;
+  auto& requests = BuildCounter()
+                       .Name("loom_requests_total")
+                       .Help("Requests finished, by how they ended.")
+                       .Register(registry);
+  // Every label exists from the start so that rate() sees the first increment.
+  for (FinishLabel label : kFinishLabels) {
+    requests_[static_cast<size_t>(label)] =
+        &requests.Add({{"finish_reason", std::string(FinishLabelName(label))}});
+  }
+  prompt_tokens_ =
+      AddCounter(registry, "loom_prompt_tokens_total", "Prompt tokens of the finished requests.");
+  generation_tokens_ = AddCounter(registry, "loom_generation_tokens_total",
+                                  "Tokens generated for the finished requests.");
+  const Histogram::BucketBoundaries& latency = LatencyBuckets();
+  time_to_first_token_ = AddHistogram(registry, "loom_time_to_first_token_seconds",
+                                      "Time from arrival to the first generated token.", latency);
+  inter_token_latency_ = AddHistogram(registry, "loom_inter_token_latency_seconds",
+                                      "Time between consecutive tokens of a sample.", latency);
+  request_duration_ = AddHistogram(registry, "loom_request_duration_seconds",
+                                   "End-to-end request time, arrival to last output.", latency);
+  queue_time_ = AddHistogram(registry, "loom_request_queue_time_seconds",
+                             "Time from arrival to first being scheduled.", latency);
+  request_prompt_tokens_ = AddHistogram(registry, "loom_request_prompt_tokens",
+                                        "Prompt tokens per request.", PowersOfTwo(131072));
+  request_generation_tokens_ = AddHistogram(registry, "loom_request_generation_tokens",
+                                            "Generated tokens per request.", PowersOfTwo(131072));
+  step_duration_ = AddHistogram(registry, "loom_engine_step_duration_seconds",
+                                "Wall time of one engine step.", latency);
+  batch_size_ =
+      AddHistogram(registry, "loom_batch_size", "Sequences per engine step.", PowersOfTwo(1024));
+  batch_tokens_ =
+      AddHistogram(registry, "loom_batch_tokens", "Tokens per engine step.", PowersOfTwo(65536));
+  grpc_requests_ = &BuildCounter()
+                        .Name("loom_grpc_requests_total")
+                        .Help("Finished gRPC calls by method and status code.")
+                        .Register(registry);
+  BuildGauge()
+      .Name("loom_build_info")
+      .Help("Always 1; the labels say what is running.")
+      .Register(registry)
+      .Add({{"version", build.version}, {"backend", build.backend}, {"model", build.model}})
+      .Set(1);
+}
+
+void MetricsRegistry::OnRequestFinished(FinishLabel label, const Usage& usage) {
+  requests_[static_cast<size_t>(label)]->Increment();
+  // A rejected request never reached the queue: it has no latencies or tokens.
+  if (label == FinishLabel::kRejected) return;
+  prompt_tokens_->Increment(usage.prompt_tokens);
+  generation_tokens_->Increment(usage.completion_tokens);
+  request_prompt_tokens_->Observe(usage.prompt_tokens);
+  request_generation_tokens_->Observe(usage.completion_tokens);
+  request_duration_->Observe(usage.total_seconds);
+  queue_time_->Observe(usage.queue_seconds);
+  if (usage.completion_tokens > 0) time_to_first_token_->Observe(usage.time_to_first_token_seconds);
+}
+
+void MetricsRegistry::OnStep(double step_seconds, int32_t batch_seqs, int32_t batch_tokens) {
+  step_duration_->Observe(step_seconds);
+  batch_size_->Observe(batch_seqs);
+  batch_tokens_->Observe(batch_tokens);
+}
+
+void MetricsRegistry::OnInterTokenLatencies(std::span<const double> seconds) {
+  for (double interval : seconds) inter_token_latency_->Observe(interval);
+}
+
+void MetricsRegistry::RecordGrpcRequest(std::string_view method, absl::StatusCode code) {
+  grpc_requests_->Add({{"method", std::string(method)}, {"code", absl::StatusCodeToString(code)}})
+      .Increment();
+}
+
+std::vector<prometheus::MetricFamily> MetricsRegistry::Collect() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (const prometheus::Collectable* collectable :
+       {static_cast<const prometheus::Collectable*>(&engine_),
+        static_cast<const prometheus::Collectable*>(&process_)}) {
+    std::vector<prometheus::MetricFamily> more = collectable->Collect();
+    families.insert(families.end(), std::make_move_iterator(more.begin()),
+                    std::make_move_iterator(more.end()));
+  }
+  return families;
+}
+
+std::string MetricsRegistry::Scrape() const {
+  return prometheus::TextSerializer().Serialize(Collect());
+}
+
+}  // namespace loom

@@ -1,0 +1,79 @@
+// loomd's Prometheus metrics (API.md §2). MetricsRegistry is the engine's
+// observer (request, step and inter-token events, on the engine thread), the
+// gRPC service's per-RPC counter, and the source of the /metrics text, which
+// also carries the engine snapshot and the process_* metrics.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/engine_observer.h"
+#include "engine/engine_stats.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
+#include "server/metrics_engine.h"
+#include "server/metrics_process.h"
+
+namespace loom {
+
+struct BuildInfo {
+  std::string version;
+  std::string backend;  // cpu or cuda
+  std::string model;    // the served model name
+};
+
+class MetricsRegistry : public EngineObserver {
+ public:
+  // snapshot: the engine's last published stats (see EngineStatsCollector).
+  MetricsRegistry(const BuildInfo& build, std::function<EngineStats()> snapshot);
+
+  MetricsRegistry(const MetricsRegistry&) = delete;
+  MetricsRegistry& operator=(const MetricsRegistry&) = delete;
+
+  // EngineObserver; called on the engine thread.
+  void OnRequestFinished(FinishLabel label, const Usage& usage) override;
+  void OnStep(double step_seconds, int32_t batch_seqs, int32_t batch_tokens) override;
+  void OnInterTokenLatencies(std::span<const double> seconds) override;
+
+  // Once per finished RPC, from any gRPC thread. method is the short method
+  // name (Generate, GenerateStream, ...); code is the gRPC status it returned
+  // (gRPC and absl share the numbering and the names).
+  void RecordGrpcRequest(std::string_view method, absl::StatusCode code);
+
+  // Every metric family, in the text exposition format that /metrics serves.
+  std::string Scrape() const;
+  std::vector<prometheus::MetricFamily> Collect() const;
+
+  // Bucket bounds in seconds, 1 ms .. 60 s, shared by every latency histogram.
+  static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  EngineStatsCollector engine_;
+  ProcessCollector process_;
+
+  std::array<prometheus::Counter*, 6> requests_{};  // indexed by FinishLabel
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* generation_tokens_ = nullptr;
+  prometheus::Histogram* time_to_first_token_ = nullptr;
+  prometheus::Histogram* inter_token_latency_ = nullptr;
+  prometheus::Histogram* request_duration_ = nullptr;
+  prometheus::Histogram* queue_time_ = nullptr;
+  prometheus::Histogram* request_prompt_tokens_ = nullptr;
+  prometheus::Histogram* request_generation_tokens_ = nullptr;
+  prometheus::Histogram* step_duration_ = nullptr;
+  prometheus::Histogram* batch_size_ = nullptr;
+  prometheus::Histogram* batch_tokens_ = nullptr;
+  prometheus::Family<prometheus::Counter>* grpc_requests_ = nullptr;
+};
+
+}  // namespace loom
