@@ -8,14 +8,15 @@
 //  2. logit bias added;
 //  3. logprobs: log_softmax of these logits (before temperature): the sampled
 //     token's and the num_logprobs best (descending, lower id first on ties);
-//  4. temperature == 0: argmax (lower id on ties). Otherwise logits /
-//     temperature; candidates sorted by descending logit (lower id first on
-//     ties); top_k keeps the first k (0 = all); softmax over them; min_p drops
-//     those with prob < min_p * max prob; top_p keeps the shortest prefix whose
-//     probability sum reaches top_p (at least one token);
+//  4. temperature == 0: argmax (lower id on ties). Otherwise, over the
+//     tempered logits (logits / temperature): top_k keeps the k best (by
+//     descending logit, lower id first on ties; 0 = all); min_p drops tokens
+//     whose probability is below min_p * the best one's; top_p, over the
+//     probabilities renormalised on what is left, keeps the shortest prefix in
+//     that same order whose sum reaches top_p (at least one token);
 //  5. the draw: u = PhiloxUniform(seed, step, 0) * (sum of kept probabilities);
-//     the first kept candidate whose running probability sum exceeds u (the
-//     last kept one if rounding leaves none).
+//     walking the kept tokens in ascending id order, the first whose running
+//     sum exceeds u (the last kept one if rounding leaves none).
 #pragma once
 
 #include <cstdint>
