@@ -35,6 +35,9 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int32_t rope_original_max_position = 8192;
+  // Per-frequency divisors from a GGUF rope_freqs.weight tensor (how llama.cpp
+  // stores llama3 scaling); empty otherwise.
+  std::vector<float> rope_freq_factors;
   int32_t max_position_embeddings = 0;
   bool tie_word_embeddings = false;  // lm_head shares model.embed_tokens.weight
   bool attention_bias = false;       // q/k/v projections carry a bias (Qwen2)

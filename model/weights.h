@@ -76,7 +76,10 @@ class WeightStore {
  private:
   std::unordered_map<std::string, Tensor> tensors_;
   std::vector<std::shared_ptr<const MappedFile>> files_;
-  std::vector<std::unique_ptr<std::byte[]>> buffers_;
+  struct AlignedDelete {
+    void operator()(std::byte* p) const;
+  };
+  std::vector<std::unique_ptr<std::byte[], AlignedDelete>> buffers_;
 };
 
 // bf16 / fp16 <-> fp32 helpers shared by loaders and tests.

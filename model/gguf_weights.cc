@@ -1,0 +1,109 @@
+#include "model/gguf_weights.h"
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace loom {
+namespace {
+
+absl::StatusOr<DType> ToDType(const GgufTensorInfo& info) {
+  switch (static_cast<GgmlType>(info.type)) {
+    case GgmlType::kF32:
+      return DType::kF32;
+    case GgmlType::kF16:
+      return DType::kF16;
+    case GgmlType::kBF16:
+      return DType::kBF16;
+    case GgmlType::kQ8_0:
+      return DType::kQ8_0;
+    case GgmlType::kQ4_0:
+      return DType::kQ4_0;
+    case GgmlType::kQ4_1:
+      return DType::kQ4_1;
+    default:
+      break;
+  }
+  return absl::UnimplementedError(absl::StrCat("tensor ", info.name, " has ggml type ", info.type,
+                                               "; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1"));
+}
+
+// GGUF name -> Hugging Face name; empty for tensors that are not weights.
+std::string HfName(const std::string& gguf_name) {
+  static const std::pair<const char*, const char*> kTop[] = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"},
+  };
+  for (const auto& [from, to] : kTop) {
+    if (gguf_name == from) return to;
+  }
+  if (gguf_name == "rope_freqs.weight") return "";  // consumed by ConfigFromGguf
+  static const std::pair<const char*, const char*> kLayer[] = {
+      {"attn_norm", "input_layernorm"}, {"ffn_norm", "post_attention_layernorm"},
+      {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"},
+      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"},
+  };
+  std::vector<std::string> parts = absl::StrSplit(gguf_name, '.');
+  int layer;
+  if (parts.size() == 4 && parts[0] == "blk" && absl::SimpleAtoi(parts[1], &layer)) {
+    for (const auto& [from, to] : kLayer) {
+      if (parts[2] == from) return absl::StrCat("model.layers.", layer, ".", to, ".", parts[3]);
+    }
+  }
+  return gguf_name;
+}
+
+bool IsPermutedByConverter(const std::string& gguf_name) {
+  return gguf_name.find(".attn_q.") != std::string::npos ||
+         gguf_name.find(".attn_k.") != std::string::npos;
+}
+
+}  // namespace
+
+int64_t GgufRowToHfRow(int64_t row, int32_t head_dim) {
+  const int64_t head = row / head_dim, within = row % head_dim;
+  return head * head_dim + (within % 2) * (head_dim / 2) + within / 2;
+}
+
+absl::StatusOr<std::unique_ptr<WeightStore>> LoadGgufWeights(const GgufFile& gguf,
+                                                             const ModelConfig& config) {
+  auto store = std::make_unique<WeightStore>();
+  store->KeepAlive(gguf.mapping());
+  // llama.cpp's converter interleaves Q/K rows for the llama architecture only;
+  // qwen2 keeps Hugging Face's order.
+  const bool unpermute = config.architecture == "LlamaForCausalLM";
+  for (const GgufTensorInfo& info : gguf.tensors()) {
+    std::string name = HfName(info.name);
+    if (name.empty()) continue;
+    absl::StatusOr<DType> dtype = ToDType(info);
+    if (!dtype.ok()) return dtype.status();
+    Tensor t;
+    t.name = name;
+    t.dtype = *dtype;
+    t.shape.assign(info.ne.rbegin(), info.ne.rend());
+    t.data = info.data;
+    if (unpermute && IsPermutedByConverter(info.name)) {
+      const int64_t rows = t.rows();
+      if (rows % config.head_dim != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", info.name, " rows are not whole heads"));
+      }
+      const int64_t row_bytes = static_cast<int64_t>(info.data.size()) / rows;
+      std::span<std::byte> buf = store->Allocate(info.data.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(buf.data() + GgufRowToHfRow(r, config.head_dim) * row_bytes,
+                    info.data.data() + r * row_bytes, row_bytes);
+      }
+      t.data = buf;
+    }
+    if (absl::Status s = store->Add(std::move(t)); !s.ok()) return s;
+  }
+  return store;
+}
+
+}  // namespace loom
