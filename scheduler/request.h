@@ -1,0 +1,94 @@
+// The scheduler's own record of a request and of its sequences (one per
+// sample): the token lists that grow as samples are produced, how far each
+// sequence's KV cache has caught up, and the key that orders it.
+#ifndef LOOM_SCHEDULER_REQUEST_H_
+#define LOOM_SCHEDULER_REQUEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "cache/kv_cache_manager.h"
+#include "scheduler/request_params.h"
+#include "scheduler/sampling_params.h"
+
+namespace loom {
+
+using RequestHandle = uint64_t;
+
+// Sequence ids are handle * kMaxSamplesPerRequest + sample index.
+inline constexpr int32_t kMaxSamplesPerRequest = 32;
+
+// The seed of sample `index`: sample 0 keeps the request's seed (so n = 1
+// behaves like a plain request), the others get a SplitMix64 mix of (seed,
+// index) so that siblings are independent yet reproducible.
+uint64_t DeriveSampleSeed(uint64_t seed, uint32_t index);
+
+// The total order of sequences. Waiting sequences are admitted in ascending
+// order, running ones are preempted in descending order. `rank` is the same
+// for every request under FCFS and arrival + priority * aging under the
+// priority policy; ties go to the earlier request, then the lower sample.
+struct SeqKey {
+  absl::Time rank;
+  RequestHandle handle = 0;
+  uint32_t index = 0;
+
+  friend bool operator<(const SeqKey& a, const SeqKey& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.handle != b.handle) return a.handle < b.handle;
+    return a.index < b.index;
+  }
+};
+
+enum class SeqState {
+  kPending,   // a further sample waiting for the first one to compute the prompt
+  kWaiting,   // in the waiting queue, holding no blocks
+  kRunning,   // holds blocks; scheduled every step the budget allows
+  kFinished,  // ended; its blocks are freed
+};
+
+struct Request;
+
+struct Sequence {
+  int64_t seq_id = 0;
+  uint32_t index = 0;
+  Request* request = nullptr;
+  SeqKey key;
+  SeqState state = SeqState::kPending;
+  // The prompt followed by this sample's generated tokens.
+  std::vector<int32_t> token_ids;
+  int32_t num_computed_tokens = 0;
+  SamplingParams sampling;  // with this sample's seed
+  // Blocks in this sequence's table, and under reserve admission the blocks it
+  // may still take (its reservation minus what it holds).
+  int32_t num_blocks_held = 0;
+  int32_t num_blocks_reserved = 0;
+
+  [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  [[nodiscard]] CacheRequest cache_request() const;
+};
+
+struct Request {
+  RequestHandle handle = 0;
+  int32_t num_prompt_tokens = 0;
+  StoppingParams stopping;
+  std::string cache_salt;
+  absl::Time deadline = absl::InfiniteFuture();
+  // Longest the sequences may grow: min(prompt + max_tokens, max_model_len).
+  int32_t max_seq_len = 0;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // seqs[i] is sample i
+  int32_t num_unfinished = 0;
+  // Samples 1..n-1 not yet forked from sample 0, and whether their batch slots
+  // (and reserved blocks) are held on their behalf while sample 0 runs.
+  int32_t num_pending = 0;
+  bool pending_slots_held = false;
+  bool started = false;  // scheduled at least once
+};
+
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_REQUEST_H_
