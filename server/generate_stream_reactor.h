@@ -1,0 +1,58 @@
+// The GenerateStream call: submits the request to the engine and relays its
+// outputs. At most one write is in flight; outputs arriving meanwhile are
+// coalesced (StreamCoalescer) and OnWriteDone starts the next write, so the
+// engine thread never waits for a client. A cancelled call aborts the request
+// in the engine; the reactor frees itself in OnDone.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/server_callback.h"
+#include "loom/v1/generation.pb.h"
+#include "scheduler/request_params.h"
+#include "server/generation_backend.h"
+#include "server/rpc_recorder.h"
+#include "server/stream_coalescer.h"
+
+namespace loom {
+
+class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+ public:
+  // Submits params to backend; on a submit error the call finishes at once.
+  GenerateStreamReactor(GenerationBackend& backend, const RpcRecorder& recorder,
+                        RequestParams params);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Sink;
+
+  // What to do next, decided under mu_ and carried out after releasing it.
+  enum class Action { kNone, kWrite, kFinish };
+  Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Perform(Action action);
+  void OnOutput(RequestOutput output);
+  void FinishWith(const absl::Status& status);
+
+  GenerationBackend& backend_;
+  const RpcRecorder& recorder_;
+  const std::string request_id_;
+  std::optional<GenerationBackend::Handle> handle_;  // set before any callback can run
+
+  absl::Mutex mu_;
+  StreamCoalescer coalescer_ ABSL_GUARDED_BY(mu_);
+  // The message being written; untouched from StartWrite until OnWriteDone.
+  v1::GenerateStreamResponse in_flight_;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status finish_status_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Sink> sink_;
+};
+
+}  // namespace loom

@@ -1,0 +1,99 @@
+#include "server/generate_unary_reactor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/log.h"
+#include "server/proto_convert.h"
+#include "server/status_mapping.h"
+
+namespace loom {
+
+// See GenerateStreamReactor::Sink: detached in OnDone so that the engine
+// never reaches a freed reactor.
+class GenerateUnaryReactor::Sink final : public OutputSink {
+ public:
+  explicit Sink(GenerateUnaryReactor* reactor) : reactor_(reactor) {}
+
+  void Push(RequestOutput output) override {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ != nullptr) reactor_->OnOutput(std::move(output));
+  }
+
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  GenerateUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);
+};
+
+GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const RpcRecorder& recorder,
+                                           RequestParams params, v1::GenerateResponse* response)
+    : backend_(backend),
+      recorder_(recorder),
+      request_id_(params.request_id),
+      response_(response),
+      sink_(std::make_shared<Sink>(this)) {
+  {
+    absl::MutexLock lock(&mu_);
+    response_->set_request_id(request_id_);
+    for (int32_t i = 0; i < params.n; ++i) response_->add_completions()->set_index(i);
+  }
+  absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
+  if (handle.ok()) {
+    handle_ = *handle;
+    return;
+  }
+  LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
+  {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+  }
+  FinishWith(handle.status());
+}
+
+void GenerateUnaryReactor::OnOutput(RequestOutput output) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    for (const SampleDelta& delta : output.samples) {
+      if (delta.index >= static_cast<uint32_t>(response_->completions_size())) continue;
+      v1::Completion& completion = *response_->mutable_completions(static_cast<int>(delta.index));
+      for (int32_t id : delta.token_ids) completion.add_token_ids(id);
+      completion.mutable_text()->append(delta.text);
+      AppendLogprobs(delta.logprobs, *completion.mutable_logprobs());
+      if (delta.finish_reason != FinishReason::kNone) {
+        completion.set_finish_reason(ToProtoFinishReason(delta.finish_reason));
+        completion.set_stop_reason(delta.stop_reason);
+      }
+    }
+    if (!output.finished) return;
+    finished_ = true;
+    status = std::move(output.status);
+    if (status.ok()) CopyUsage(output.usage, *response_->mutable_usage());
+  }
+  if (!status.ok()) {
+    LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
+  }
+  FinishWith(status);
+}
+
+void GenerateUnaryReactor::FinishWith(const absl::Status& status) {
+  if (recorder_) recorder_("Generate", status.code());
+  Finish(ToGrpcStatus(status));
+}
+
+void GenerateUnaryReactor::OnCancel() {
+  if (handle_.has_value()) backend_.Abort(*handle_);
+}
+
+void GenerateUnaryReactor::OnDone() {
+  sink_->Detach();
+  delete this;
+}
+
+}  // namespace loom

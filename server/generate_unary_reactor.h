@@ -1,0 +1,44 @@
+// The unary Generate call: submits the request to the engine, gathers every
+// sample's output into one GenerateResponse and finishes on the engine's final
+// output. A cancelled call (client gone or deadline) aborts it in the engine.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/server_callback.h"
+#include "loom/v1/generation.pb.h"
+#include "scheduler/request_params.h"
+#include "server/generation_backend.h"
+#include "server/rpc_recorder.h"
+
+namespace loom {
+
+class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  // response belongs to gRPC and outlives the call.
+  GenerateUnaryReactor(GenerationBackend& backend, const RpcRecorder& recorder,
+                       RequestParams params, v1::GenerateResponse* response);
+
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Sink;
+  void OnOutput(RequestOutput output);
+  void FinishWith(const absl::Status& status);
+
+  GenerationBackend& backend_;
+  const RpcRecorder& recorder_;
+  const std::string request_id_;
+  std::optional<GenerationBackend::Handle> handle_;
+  absl::Mutex mu_;
+  v1::GenerateResponse* response_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<Sink> sink_;
+};
+
+}  // namespace loom

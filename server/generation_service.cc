@@ -1,0 +1,102 @@
+#include "server/generation_service.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/generate_stream_reactor.h"
+#include "server/generate_unary_reactor.h"
+#include "server/log.h"
+#include "server/status_mapping.h"
+
+namespace loom {
+namespace {
+
+// A stream that fails before it starts: finishes at once, frees itself.
+class FailedStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+ public:
+  explicit FailedStreamReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+  const std::chrono::system_clock::time_point deadline = context.deadline();
+  // gRPC reports "no deadline" as the largest time_point, beyond absl's range.
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+}  // namespace
+
+GenerationService::GenerationService(const ModelFrontend& model, GenerationBackend& backend,
+                                     RpcRecorder recorder)
+    : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model) {}
+
+grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
+                                                         std::string_view method,
+                                                         const absl::Status& status) {
+  if (recorder_) recorder_(method, status.code());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status GenerationService::CheckAccepting() const {
+  if (accepting_.load(std::memory_order_acquire)) return absl::OkStatus();
+  return DrainingStatus();
+}
+
+absl::StatusOr<RequestParams> GenerationService::Prepare(const grpc::CallbackServerContext& context,
+                                                         const v1::GenerateRequest& request) {
+  if (absl::Status st = CheckAccepting(); !st.ok()) return st;
+  absl::StatusOr<RequestParams> params = builder_.Build(request, absl::Now(), DeadlineOf(context));
+  if (!params.ok()) {
+    LogLine(absl::StrCat("request ", request.request_id().empty() ? "-" : request.request_id(),
+                         " rejected: ", params.status().ToString()));
+  }
+  return params;
+}
+
+grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* context,
+                                                      const v1::GenerateRequest* request,
+                                                      v1::GenerateResponse* response) {
+  absl::StatusOr<RequestParams> params = Prepare(*context, *request);
+  if (!params.ok()) return FinishUnary(context, "Generate", params.status());
+  return new GenerateUnaryReactor(backend_, recorder_, *std::move(params), response);
+}
+
+grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::GenerateStream(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  absl::StatusOr<RequestParams> params = Prepare(*context, *request);
+  if (!params.ok()) {
+    if (recorder_) recorder_("GenerateStream", params.status().code());
+    return new FailedStreamReactor(params.status());
+  }
+  return new GenerateStreamReactor(backend_, recorder_, *std::move(params));
+}
+
+grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
+                                                      const v1::TokenizeRequest* request,
+                                                      v1::TokenizeResponse* response) {
+  if (absl::Status st = CheckAccepting(); !st.ok()) return FinishUnary(context, "Tokenize", st);
+  absl::StatusOr<std::vector<int32_t>> ids = builder_.Tokenize(*request);
+  if (!ids.ok()) return FinishUnary(context, "Tokenize", ids.status());
+  for (int32_t id : *ids) {
+    response->add_token_ids(id);
+    response->add_tokens(model_.TokenToPiece(id));
+  }
+  return FinishUnary(context, "Tokenize", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
+    grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* /*request*/,
+    v1::ModelInfo* response) {
+  if (absl::Status st = CheckAccepting(); !st.ok()) {
+    return FinishUnary(context, "GetModelInfo", st);
+  }
+  *response = model_.Info();
+  return FinishUnary(context, "GetModelInfo", absl::OkStatus());
+}
+
+}  // namespace loom

@@ -1,0 +1,55 @@
+// loom.v1.GenerationService on the gRPC callback API: validates and builds
+// requests (RequestBuilder), hands them to the engine through a
+// GenerationBackend and relays the outputs (Generate*Reactor).
+#pragma once
+
+#include <atomic>
+
+#include "grpcpp/support/server_callback.h"
+#include "loom/v1/generation.grpc.pb.h"
+#include "server/generation_backend.h"
+#include "server/model_frontend.h"
+#include "server/request_builder.h"
+#include "server/rpc_recorder.h"
+
+namespace loom {
+
+class GenerationService final : public v1::GenerationService::CallbackService {
+ public:
+  // model and backend must outlive the service; recorder, when set, sees the
+  // outcome of every call.
+  GenerationService(const ModelFrontend& model, GenerationBackend& backend,
+                    RpcRecorder recorder = nullptr);
+
+  // From now on new calls get UNAVAILABLE; calls in flight carry on.
+  void StopAccepting() { accepting_.store(false, std::memory_order_release); }
+
+  grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
+                                     const v1::GenerateRequest* request,
+                                     v1::GenerateResponse* response) override;
+  grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerateStream(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+ private:
+  // Everything that happens before the engine sees a request: the drain
+  // check, validation, tokenization, deadline.
+  absl::StatusOr<RequestParams> Prepare(const grpc::CallbackServerContext& context,
+                                        const v1::GenerateRequest& request);
+  absl::Status CheckAccepting() const;
+  grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                        std::string_view method, const absl::Status& status);
+
+  const ModelFrontend& model_;
+  GenerationBackend& backend_;
+  RpcRecorder recorder_;
+  RequestBuilder builder_;
+  std::atomic<bool> accepting_{true};
+};
+
+}  // namespace loom

@@ -1,0 +1,47 @@
+// Turns a validated GenerateRequest into the engine's RequestParams: resolves
+// the input to token ids (tokenizer or chat template), enforces max_model_len
+// (rejecting or truncating), applies defaults, assigns a request id and seed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "loom/v1/generation.pb.h"
+#include "scheduler/request_params.h"
+#include "server/model_frontend.h"
+
+namespace loom {
+
+inline constexpr int32_t kDefaultMaxTokens = 256;
+
+class RequestBuilder {
+ public:
+  explicit RequestBuilder(const ModelFrontend& model) : model_(model) {}
+
+  // Validates every field (request_validator.h) and builds the params; the
+  // deadline is the gRPC deadline (InfiniteFuture when the client set none).
+  absl::StatusOr<RequestParams> Build(const v1::GenerateRequest& request, absl::Time now,
+                                      absl::Time deadline);
+
+  // The token ids of a Tokenize request's input.
+  absl::StatusOr<std::vector<int32_t>> Tokenize(const v1::TokenizeRequest& request) const;
+
+  // A random RFC 4122 version 4 UUID string.
+  std::string NewRequestId();
+
+ private:
+  absl::StatusOr<std::vector<int32_t>> PromptIds(const v1::GenerateRequest& request) const;
+  uint64_t NewSeed();
+
+  const ModelFrontend& model_;
+  absl::Mutex mu_;
+  absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace loom

@@ -1,0 +1,182 @@
+#include "server/request_validator.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace loom {
+namespace {
+
+absl::Status OutOfRange(absl::string_view field, absl::string_view range, absl::string_view got) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " must be ", range, "; got ", got));
+}
+
+// Written as !(in range) so that NaN is rejected too.
+absl::Status CheckClosed(float value, float lo, float hi, absl::string_view field) {
+  if (std::isfinite(value) && lo <= value && value <= hi) return absl::OkStatus();
+  return OutOfRange(field, absl::StrCat("in [", lo, ", ", hi, "]"), absl::StrCat(value));
+}
+
+absl::Status CheckTokenId(int32_t id, int32_t vocab_size, absl::string_view field) {
+  if (0 <= id && id < vocab_size) return absl::OkStatus();
+  return OutOfRange(field, absl::StrCat("a token id in [0, ", vocab_size, ")"), absl::StrCat(id));
+}
+
+absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size) {
+  if (s.has_temperature()) {
+    if (absl::Status st = CheckClosed(s.temperature(), 0, 100, "sampling.temperature"); !st.ok()) {
+      return st;
+    }
+  }
+  if (s.has_top_p() && !(std::isfinite(s.top_p()) && 0 < s.top_p() && s.top_p() <= 1)) {
+    return OutOfRange("sampling.top_p", "in (0, 1]", absl::StrCat(s.top_p()));
+  }
+  if (s.has_top_k() && s.top_k() < 0) {
+    return OutOfRange("sampling.top_k", ">= 0 (0 = off)", absl::StrCat(s.top_k()));
+  }
+  if (s.has_min_p()) {
+    if (absl::Status st = CheckClosed(s.min_p(), 0, 1, "sampling.min_p"); !st.ok()) return st;
+  }
+  if (s.has_repetition_penalty() &&
+      !(std::isfinite(s.repetition_penalty()) && s.repetition_penalty() > 0)) {
+    return OutOfRange("sampling.repetition_penalty", "> 0", absl::StrCat(s.repetition_penalty()));
+  }
+  if (s.has_presence_penalty()) {
+    if (absl::Status st = CheckClosed(s.presence_penalty(), -2, 2, "sampling.presence_penalty");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (s.has_frequency_penalty()) {
+    if (absl::Status st = CheckClosed(s.frequency_penalty(), -2, 2, "sampling.frequency_penalty");
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (s.has_n() && !(1 <= s.n() && s.n() <= kMaxSamples)) {
+    return OutOfRange("sampling.n", absl::StrCat("in [1, ", kMaxSamples, "]"), absl::StrCat(s.n()));
+  }
+  for (const auto& [id, bias] : s.logit_bias()) {
+    if (absl::Status st = CheckTokenId(id, vocab_size, "sampling.logit_bias key"); !st.ok()) {
+      return st;
+    }
+    if (absl::Status st =
+            CheckClosed(bias, -100, 100, absl::StrCat("sampling.logit_bias[", id, "]"));
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size) {
+  if (s.has_max_tokens() && s.max_tokens() == 0) {
+    return OutOfRange("stopping.max_tokens", ">= 1", "0");
+  }
+  if (s.has_max_tokens() && s.min_tokens() > s.max_tokens()) {
+    return OutOfRange("stopping.min_tokens",
+                      absl::StrCat("in [0, stopping.max_tokens] = [0, ", s.max_tokens(), "]"),
+                      absl::StrCat(s.min_tokens()));
+  }
+  if (s.stop_size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stopping.stop must have at most ", kMaxStopStrings, " strings; got ", s.stop_size()));
+  }
+  for (int i = 0; i < s.stop_size(); ++i) {
+    const size_t size = s.stop(i).size();
+    if (size < 1 || size > kMaxStopStringBytes) {
+      return OutOfRange(absl::StrCat("stopping.stop[", i, "]"),
+                        absl::StrCat("1..", kMaxStopStringBytes, " bytes long"),
+                        absl::StrCat(size, " bytes"));
+    }
+  }
+  for (int i = 0; i < s.stop_token_ids_size(); ++i) {
+    if (absl::Status st = CheckTokenId(s.stop_token_ids(i), vocab_size,
+                                       absl::StrCat("stopping.stop_token_ids[", i, "]"));
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_size) {
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      if (request.prompt().empty()) {
+        return absl::InvalidArgumentError("prompt must not be empty");
+      }
+      return absl::OkStatus();
+    case v1::GenerateRequest::kPromptTokenIds: {
+      const auto& ids = request.prompt_token_ids().ids();
+      if (ids.empty()) {
+        return absl::InvalidArgumentError("prompt_token_ids.ids must not be empty");
+      }
+      for (int i = 0; i < ids.size(); ++i) {
+        if (absl::Status st =
+                CheckTokenId(ids[i], vocab_size, absl::StrCat("prompt_token_ids.ids[", i, "]"));
+            !st.ok()) {
+          return st;
+        }
+      }
+      return absl::OkStatus();
+    }
+    case v1::GenerateRequest::kMessages:
+      return ValidateChatMessages(request.messages(), "messages");
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      "input must be set: one of prompt, prompt_token_ids or messages");
+}
+
+}  // namespace
+
+absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field) {
+  if (messages.messages().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".messages must not be empty"));
+  }
+  for (int i = 0; i < messages.messages_size(); ++i) {
+    const std::string& role = messages.messages(i).role();
+    if (role != "system" && role != "user" && role != "assistant") {
+      return OutOfRange(absl::StrCat(field, ".messages[", i, "].role"),
+                        "one of system, user, assistant", absl::StrCat("\"", role, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size) {
+  if (request.request_id().size() > kMaxRequestIdLength) {
+    return OutOfRange("request_id", absl::StrCat("at most ", kMaxRequestIdLength, " characters"),
+                      absl::StrCat(request.request_id().size(), " characters"));
+  }
+  if (absl::Status st = ValidateInput(request, vocab_size); !st.ok()) return st;
+  if (absl::Status st = ValidateSampling(request.sampling(), vocab_size); !st.ok()) return st;
+  if (absl::Status st = ValidateStopping(request.stopping(), vocab_size); !st.ok()) return st;
+  if (request.has_logprobs() && !(0 <= request.logprobs() && request.logprobs() <= kMaxLogprobs)) {
+    return OutOfRange("logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
+                      absl::StrCat(request.logprobs()));
+  }
+  if (!v1::Truncation_IsValid(request.truncate())) {
+    return OutOfRange("truncate",
+                      "one of TRUNCATION_UNSPECIFIED, TRUNCATION_LEFT, TRUNCATION_RIGHT",
+                      absl::StrCat(request.truncate()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request) {
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kText:
+      return absl::OkStatus();
+    case v1::TokenizeRequest::kMessages:
+      return ValidateChatMessages(request.messages(), "messages");
+    case v1::TokenizeRequest::INPUT_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("input must be set: one of text or messages");
+}
+
+}  // namespace loom
