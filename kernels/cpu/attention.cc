@@ -1,0 +1,215 @@
+// Paged attention on the CPU. The reference is the textbook two-pass softmax
+// per (token, head). The fast path works per (token, kv head, partition): the
+// query heads sharing a kv head read each K/V row once (GQA), partitions of
+// long contexts run in parallel, and a reduce merges them (flash-decoding).
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/parallel.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+std::vector<int32_t> TokenSeqs(const PagedKv<float>& kv) {
+  std::vector<int32_t> seq_of(kv.num_tokens);
+  for (int32_t s = 0; s < kv.num_seqs; ++s) {
+    for (int32_t t = kv.query_start[s]; t < kv.query_start[s + 1]; ++t) seq_of[t] = s;
+  }
+  LOOM_CHECK_EQ(kv.query_start[kv.num_seqs], kv.num_tokens);
+  return seq_of;
+}
+
+void CheckToken(const PagedKv<float>& kv, int32_t seq, int32_t t) {
+  LOOM_CHECK(kv.positions[t] >= 0 && kv.positions[t] < kv.context_lens[seq])
+      << "token " << t << " position " << kv.positions[t] << " context " << kv.context_lens[seq];
+  LOOM_CHECK_LE(kv.context_lens[seq], kv.max_blocks_per_seq * kv.block_size);
+}
+
+// Sixteen independent lanes so the compiler vectorises without reassociation.
+inline float Dot(const float* a, const float* b, int32_t n) {
+  float lanes[16] = {};
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] += a[i + l] * b[i + l];
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += a[i] * b[i];
+  for (float l : lanes) sum += l;
+  return sum;
+}
+
+struct Item {
+  int32_t seq;
+  int32_t token;
+  int32_t kv_head;
+  int32_t begin;  // first position of the partition
+  int32_t end;    // one past its last position
+};
+
+// Attends the query heads of one kv head over positions [begin, end). Writes
+// unnormalised sums to acc [group, head_dim] and each head's max and exp-sum.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AttendItem(
+    const PagedAttentionParams<float>& p, const Item& it, float* scores, float* acc, float* max_out,
+    float* sum_out) {
+  const PagedKv<float>& kv = p.kv;
+  const int32_t d = kv.head_dim;
+  const int32_t group = p.num_heads / kv.num_kv_heads;
+  const int32_t len = it.end - it.begin;
+  const float* q = p.q + static_cast<int64_t>(it.token) * p.q_stride +
+                   static_cast<int64_t>(it.kv_head) * group * d;
+  for (int32_t i = 0; i < len; ++i) {
+    const float* k = kv.k_cache + kv.PositionOffset(it.seq, it.kv_head, it.begin + i);
+    for (int32_t g = 0; g < group; ++g) scores[g * len + i] = Dot(q + g * d, k, d) * p.scale;
+  }
+  for (int32_t g = 0; g < group; ++g) {
+    float* s = scores + g * len;
+    float m = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < len; ++i) m = std::max(m, s[i]);
+    float sum = 0.0f;
+    for (int32_t i = 0; i < len; ++i) {
+      s[i] = std::exp(s[i] - m);
+      sum += s[i];
+    }
+    max_out[g] = m;
+    sum_out[g] = sum;
+  }
+  std::fill(acc, acc + group * d, 0.0f);
+  for (int32_t i = 0; i < len; ++i) {
+    const float* v = kv.v_cache + kv.PositionOffset(it.seq, it.kv_head, it.begin + i);
+    for (int32_t g = 0; g < group; ++g) {
+      const float w = scores[g * len + i];
+      float* a = acc + g * d;
+      for (int32_t j = 0; j < d; ++j) a[j] += w * v[j];
+    }
+  }
+}
+
+}  // namespace
+
+void PagedAttentionRef(const PagedAttentionParams<float>& p) {
+  const PagedKv<float>& kv = p.kv;
+  const int32_t d = kv.head_dim;
+  const int32_t group = p.num_heads / kv.num_kv_heads;
+  const std::vector<int32_t> seq_of = TokenSeqs(kv);
+  std::vector<double> scores;
+  for (int32_t t = 0; t < kv.num_tokens; ++t) {
+    const int32_t s = seq_of[t];
+    CheckToken(kv, s, t);
+    const int32_t n = kv.positions[t] + 1;
+    scores.assign(n, 0.0);
+    for (int32_t h = 0; h < p.num_heads; ++h) {
+      const int32_t kvh = h / group;
+      const float* q = p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * d;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int32_t pos = 0; pos < n; ++pos) {
+        const float* k = kv.k_cache + kv.PositionOffset(s, kvh, pos);
+        double dot = 0.0;
+        for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(q[j]) * k[j];
+        scores[pos] = dot * p.scale;
+        m = std::max(m, scores[pos]);
+      }
+      double sum = 0.0;
+      for (double& sc : scores) {
+        sc = std::exp(sc - m);
+        sum += sc;
+      }
+      float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
+      for (int32_t j = 0; j < d; ++j) {
+        double o = 0.0;
+        for (int32_t pos = 0; pos < n; ++pos) {
+          o += scores[pos] * kv.v_cache[kv.PositionOffset(s, kvh, pos) + j];
+        }
+        out[j] = static_cast<float>(o / sum);
+      }
+    }
+  }
+}
+
+void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
+  const PagedKv<float>& kv = p.kv;
+  LOOM_CHECK_EQ(p.num_heads % kv.num_kv_heads, 0);
+  const int32_t d = kv.head_dim;
+  const int32_t group = p.num_heads / kv.num_kv_heads;
+  const bool split = p.partition_size > 0;
+  if (split) {
+    LOOM_CHECK_EQ(p.partition_size % kv.block_size, 0);
+    LOOM_CHECK(p.partial_out && p.partial_max && p.partial_sum);
+  }
+  const int32_t parts = split ? p.max_partitions : 1;
+  const std::vector<int32_t> seq_of = TokenSeqs(kv);
+  auto num_parts = [&](int32_t t) {
+    const int32_t n = kv.positions[t] + 1;
+    return split ? (n + p.partition_size - 1) / p.partition_size : 1;
+  };
+  for (int32_t t = 0; t < kv.num_tokens; ++t) {
+    CheckToken(kv, seq_of[t], t);
+    LOOM_CHECK_LE(num_parts(t), parts);
+  }
+
+  const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts;
+  pool.Run(num_items, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch;
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int32_t part = static_cast<int32_t>(idx % parts);
+      const int32_t kvh = static_cast<int32_t>(idx / parts % kv.num_kv_heads);
+      const int32_t t = static_cast<int32_t>(idx / parts / kv.num_kv_heads);
+      const int32_t n_parts = num_parts(t);
+      if (part >= n_parts) continue;
+      const int32_t n = kv.positions[t] + 1;
+      const Item it{seq_of[t], t, kvh, split ? part * p.partition_size : 0,
+                    split ? std::min(n, (part + 1) * p.partition_size) : n};
+      const int32_t len = it.end - it.begin;
+      scratch.resize(static_cast<size_t>(group) * (len + d + 2));
+      float* scores = scratch.data();
+      float* acc = scores + group * len;
+      float* maxes = acc + group * d;
+      float* sums = maxes + group;
+      AttendItem(p, it, scores, acc, maxes, sums);
+      for (int32_t g = 0; g < group; ++g) {
+        const int32_t h = kvh * group + g;
+        if (n_parts == 1) {
+          float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
+          const float inv = 1.0f / sums[g];
+          for (int32_t j = 0; j < d; ++j) out[j] = acc[g * d + j] * inv;
+        } else {
+          const int64_t slot = (static_cast<int64_t>(t) * p.num_heads + h) * parts + part;
+          std::copy(acc + g * d, acc + (g + 1) * d, p.partial_out + slot * d);
+          p.partial_max[slot] = maxes[g];
+          p.partial_sum[slot] = sums[g];
+        }
+      }
+    }
+  });
+  if (!split) return;
+
+  // Reduce: rescale each partition's sums to the global max and normalise.
+  pool.Run(static_cast<int64_t>(kv.num_tokens) * p.num_heads, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t th = begin; th < end; ++th) {
+      const int32_t t = static_cast<int32_t>(th / p.num_heads);
+      const int32_t h = static_cast<int32_t>(th % p.num_heads);
+      const int32_t n_parts = num_parts(t);
+      if (n_parts == 1) continue;
+      const int64_t base = th * parts;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int32_t i = 0; i < n_parts; ++i) m = std::max(m, p.partial_max[base + i]);
+      float total = 0.0f;
+      float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
+      std::fill(out, out + d, 0.0f);
+      for (int32_t i = 0; i < n_parts; ++i) {
+        const float w = std::exp(p.partial_max[base + i] - m);
+        total += w * p.partial_sum[base + i];
+        const float* po = p.partial_out + (base + i) * d;
+        for (int32_t j = 0; j < d; ++j) out[j] += w * po[j];
+      }
+      const float inv = 1.0f / total;
+      for (int32_t j = 0; j < d; ++j) out[j] *= inv;
+    }
+  });
+}
+
+}  // namespace loom::kernels::cpu

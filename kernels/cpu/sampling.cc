@@ -1,0 +1,137 @@
+// The sampling recipe of kernels/sampling.h, one row per task. Only top_p needs
+// an order over the candidates; it sorts a growing prefix (partial sort) until
+// the kept mass is reached, so the common case never sorts the whole vocab.
+#include "kernels/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/parallel.h"
+#include "kernels/philox.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+void ApplyPenalties(const SamplingRowParams& r, float* logits, int32_t vocab) {
+  if (r.repetition_penalty != 1.0f) {
+    std::vector<int32_t> ids(r.token_ids, r.token_ids + r.num_tokens);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (int32_t id : ids) {
+      LOOM_CHECK(id >= 0 && id < vocab);
+      float& l = logits[id];
+      l = l > 0.0f ? l / r.repetition_penalty : l * r.repetition_penalty;
+    }
+  }
+  if (r.frequency_penalty != 0.0f || r.presence_penalty != 0.0f) {
+    std::vector<int32_t> out(r.token_ids + r.num_prompt_tokens, r.token_ids + r.num_tokens);
+    std::sort(out.begin(), out.end());
+    for (size_t i = 0; i < out.size();) {
+      size_t j = i;
+      while (j < out.size() && out[j] == out[i]) ++j;
+      LOOM_CHECK(out[i] >= 0 && out[i] < vocab);
+      logits[out[i]] -= r.frequency_penalty * static_cast<float>(j - i) + r.presence_penalty;
+      i = j;
+    }
+  }
+  for (int32_t i = 0; i < r.num_bias; ++i) {
+    LOOM_CHECK(r.bias_token_ids[i] >= 0 && r.bias_token_ids[i] < vocab);
+    logits[r.bias_token_ids[i]] += r.bias_values[i];
+  }
+}
+
+float LogSumExp(const float* logits, int32_t vocab) {
+  const float m = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - m));
+  return m + static_cast<float>(std::log(sum));
+}
+
+int32_t Argmax(const float* logits, int32_t vocab) {
+  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+}
+
+int32_t Draw(const SamplingRowParams& r, const float* logits, int32_t vocab) {
+  // Descending value, lower id first on ties.
+  auto better = [](const float* v) {
+    return [v](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); };
+  };
+  std::vector<int32_t> cand(vocab);
+  std::iota(cand.begin(), cand.end(), 0);
+  if (r.top_k > 0 && r.top_k < vocab) {
+    std::nth_element(cand.begin(), cand.begin() + (r.top_k - 1), cand.end(), better(logits));
+    cand.resize(r.top_k);
+  }
+  float lmax = logits[cand[0]];
+  for (int32_t id : cand) lmax = std::max(lmax, logits[id]);
+  // prob[id] proportional to exp((l - lmax) / T); the best token has weight 1.
+  std::vector<float> weight(vocab, 0.0f);
+  for (int32_t id : cand) weight[id] = std::exp((logits[id] - lmax) / r.temperature);
+  if (r.min_p > 0.0f) {
+    std::erase_if(cand, [&](int32_t id) { return weight[id] < r.min_p; });
+  }
+  double total = 0.0;
+  for (int32_t id : cand) total += weight[id];
+  if (r.top_p < 1.0f) {
+    const double target = r.top_p * total;
+    size_t prefix = std::min<size_t>(64, cand.size());
+    for (;;) {
+      std::partial_sort(cand.begin(), cand.begin() + prefix, cand.end(), better(weight.data()));
+      double run = 0.0;
+      size_t keep = 0;
+      while (keep < prefix && run < target) run += weight[cand[keep++]];
+      if (run >= target || prefix == cand.size()) {
+        cand.resize(std::max<size_t>(keep, 1));
+        break;
+      }
+      prefix = std::min(cand.size(), prefix * 4);
+    }
+    total = 0.0;
+    for (int32_t id : cand) total += weight[id];
+  }
+  std::sort(cand.begin(), cand.end());
+  const double u = static_cast<double>(PhiloxUniform(r.seed, r.step, 0)) * total;
+  double run = 0.0;
+  for (int32_t id : cand) {
+    run += weight[id];
+    if (run > u) return id;
+  }
+  return cand.back();
+}
+
+void SampleRow(const SamplingBatchParams& p, int32_t row) {
+  const SamplingRowParams& r = p.rows[row];
+  float* logits = p.logits + static_cast<int64_t>(row) * p.vocab_size;
+  ApplyPenalties(r, logits, p.vocab_size);
+  const int32_t token =
+      r.temperature == 0.0f ? Argmax(logits, p.vocab_size) : Draw(r, logits, p.vocab_size);
+  p.out_token_ids[row] = token;
+  if (r.num_logprobs < 0) return;
+  LOOM_CHECK_LE(r.num_logprobs, p.max_top_logprobs);
+  const float lse = LogSumExp(logits, p.vocab_size);
+  p.out_logprobs[row] = logits[token] - lse;
+  if (r.num_logprobs == 0) return;
+  std::vector<int32_t> ids(p.vocab_size);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + r.num_logprobs, ids.end(),
+                    [logits](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  for (int32_t i = 0; i < r.num_logprobs; ++i) {
+    p.out_top_ids[static_cast<int64_t>(row) * p.max_top_logprobs + i] = ids[i];
+    p.out_top_logprobs[static_cast<int64_t>(row) * p.max_top_logprobs + i] = logits[ids[i]] - lse;
+  }
+}
+
+}  // namespace
+
+void Sample(const SamplingBatchParams& p, ParallelFor& pool) {
+  pool.Run(p.num_rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) SampleRow(p, static_cast<int32_t>(row));
+  });
+}
+
+}  // namespace loom::kernels::cpu

@@ -1,0 +1,94 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+// About 20-50 microseconds of polling before a worker goes to sleep: longer
+// than the gap between two kernels of a step, far shorter than between steps.
+constexpr int kSpinIterations = 20000;
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads <= 0) {
+    num_threads = std::max(1u, std::thread::hardware_concurrency());
+  }
+  workers_.reserve(num_threads - 1);
+  for (int i = 1; i < num_threads; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true, std::memory_order_relaxed);
+    // Bump under the lock so a worker that checked the generation cannot miss it.
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::RunChunks() {
+  for (;;) {
+    const int64_t begin = next_.fetch_add(grain_, std::memory_order_relaxed);
+    if (begin >= n_) return;
+    (*fn_)(begin, std::min(n_, begin + grain_));
+  }
+}
+
+void ThreadPool::Run(int64_t n, int64_t grain,
+                     const std::function<void(int64_t begin, int64_t end)>& fn) {
+  LOOM_CHECK_GE(grain, 1);
+  if (n <= 0) return;
+  if (workers_.empty() || n <= grain) {
+    for (int64_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
+    return;
+  }
+  LOOM_CHECK_EQ(busy_workers_.load(std::memory_order_acquire), 0) << "ThreadPool::Run nested";
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain;
+  next_.store(0, std::memory_order_relaxed);
+  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  RunChunks();
+  while (busy_workers_.load(std::memory_order_acquire) != 0) CpuRelax();
+}
+
+void ThreadPool::WorkerLoop() {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t current = generation_.load(std::memory_order_acquire);
+    for (int i = 0; current == seen && i < kSpinIterations; ++i) {
+      CpuRelax();
+      current = generation_.load(std::memory_order_acquire);
+    }
+    if (current == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      current = generation_.load(std::memory_order_acquire);
+    }
+    seen = current;
+    if (stop_.load(std::memory_order_relaxed)) return;
+    RunChunks();
+    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace loom::kernels::cpu

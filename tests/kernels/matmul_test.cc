@@ -1,0 +1,62 @@
+#include "kernels/matmul.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/thread_pool.h"
+#include "tests/kernels/test_util.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+TEST(MatmulRefTest, SmallKnownProduct) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};     // [2, 3]
+  const std::vector<float> w = {1, 0, -1, 2, 1, 0.5};  // [2, 3]
+  const std::vector<float> bias = {10, 20};
+  std::vector<float> y(4);
+  MatmulParams<float> p{x.data(), w.data(), bias.data(), y.data(), 2, 2, 3, 3, 2};
+  MatmulRef(p);
+  EXPECT_EQ(y, (std::vector<float>{1 - 3 + 10, 2 + 2 + 1.5f + 20, 4 - 6 + 10, 8 + 5 + 3 + 20}));
+}
+
+std::vector<SimdLevel> AvailableLevels() {
+  std::vector<SimdLevel> levels = {SimdLevel::kScalar};
+  if (DetectedSimd() != SimdLevel::kScalar) levels.push_back(SimdLevel::kAvx2);
+  if (DetectedSimd() == SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  return levels;
+}
+
+TEST(MatmulTest, EveryPathMatchesReferenceOnOddShapesAndStrides) {
+  ThreadPool pool(3);
+  uint32_t seed = 1;
+  for (SimdLevel level : AvailableLevels()) {
+    for (int32_t m : {1, 3, 4, 6, 17}) {
+      for (int32_t n : {1, 5, 16, 37}) {
+        for (int32_t k : {1, 7, 16, 33, 576}) {
+          for (bool with_bias : {false, true}) {
+            const int32_t ldx = k + 3;
+            const int32_t ldy = n + 2;
+            const std::vector<float> x = RandomVector(static_cast<size_t>(m) * ldx, ++seed);
+            const std::vector<float> w = RandomVector(static_cast<size_t>(n) * k, ++seed);
+            const std::vector<float> bias = RandomVector(n, ++seed);
+            std::vector<float> want(static_cast<size_t>(m) * ldy, 0.0f);
+            std::vector<float> got = want;
+            MatmulParams<float> p{x.data(),    w.data(), with_bias ? bias.data() : nullptr,
+                                  want.data(), m,        n,
+                                  k,           ldx,      ldy};
+            MatmulRef(p);
+            p.y = got.data();
+            MatmulWithSimd(p, pool, level);
+            SCOPED_TRACE(testing::Message() << SimdName(level) << " m " << m << " n " << n << " k "
+                                            << k << " bias " << with_bias);
+            ExpectClose(got, want, 2e-5f * k, 1e-5f);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels::cpu

@@ -1,0 +1,174 @@
+#include "kernels/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/thread_pool.h"
+#include "tests/kernels/test_util.h"
+
+namespace loom::kernels::cpu {
+namespace {
+
+struct Draw {
+  int32_t token;
+  float logprob;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+
+Draw SampleOne(std::vector<float> logits, const SamplingRowParams& row) {
+  static ThreadPool pool(1);
+  Draw d{};
+  d.top_ids.resize(8);
+  d.top_logprobs.resize(8);
+  SamplingBatchParams p;
+  p.logits = logits.data();
+  p.num_rows = 1;
+  p.vocab_size = static_cast<int32_t>(logits.size());
+  p.rows = &row;
+  p.out_token_ids = &d.token;
+  p.out_logprobs = &d.logprob;
+  p.max_top_logprobs = 8;
+  p.out_top_ids = d.top_ids.data();
+  p.out_top_logprobs = d.top_logprobs.data();
+  Sample(p, pool);
+  return d;
+}
+
+std::vector<float> LogProbs(const std::vector<float>& probs) {
+  std::vector<float> l;
+  for (float p : probs) l.push_back(std::log(p));
+  return l;
+}
+
+TEST(SamplingTest, GreedyPicksArgmaxLowerIdOnTies) {
+  SamplingRowParams row;
+  row.temperature = 0.0f;
+  EXPECT_EQ(SampleOne({0.5f, 2.0f, -1.0f, 2.0f}, row).token, 1);
+}
+
+TEST(SamplingTest, RepetitionPenaltyFollowsHuggingFace) {
+  SamplingRowParams row;
+  row.temperature = 0.0f;
+  row.repetition_penalty = 4.0f;
+  row.num_logprobs = 0;
+  const std::vector<int32_t> tokens = {0, 1, 0};
+  row.token_ids = tokens.data();
+  row.num_prompt_tokens = 3;
+  row.num_tokens = 3;
+  // Penalised: {3 / 4, -1 * 4, 1}: token 2 wins; each token is penalised once.
+  const Draw d = SampleOne({3.0f, -1.0f, 1.0f}, row);
+  EXPECT_EQ(d.token, 2);
+  const double lse = std::log(std::exp(0.75) + std::exp(-4.0) + std::exp(1.0));
+  EXPECT_NEAR(d.logprob, 1.0 - lse, 1e-5);
+}
+
+TEST(SamplingTest, FrequencyAndPresencePenaltiesCountOnlyOutputTokens) {
+  SamplingRowParams row;
+  row.temperature = 0.0f;
+  row.frequency_penalty = 0.5f;
+  row.presence_penalty = 1.0f;
+  // Prompt {2, 2, 2}; output {0, 0}: token 0 loses 2 * 0.5 + 1 = 2, token 2 nothing.
+  const std::vector<int32_t> tokens = {2, 2, 2, 0, 0};
+  row.token_ids = tokens.data();
+  row.num_prompt_tokens = 3;
+  row.num_tokens = 5;
+  EXPECT_EQ(SampleOne({3.0f, 0.0f, 1.5f}, row).token, 2);
+  row.frequency_penalty = 0.0f;
+  row.presence_penalty = 1.0f;
+  EXPECT_EQ(SampleOne({3.0f, 0.0f, 1.5f}, row).token, 0);
+}
+
+TEST(SamplingTest, LogitBiasAndLogprobsAfterIt) {
+  SamplingRowParams row;
+  row.temperature = 0.0f;
+  row.num_logprobs = 2;
+  const std::vector<int32_t> ids = {3};
+  const std::vector<float> bias = {100.0f};
+  row.bias_token_ids = ids.data();
+  row.bias_values = bias.data();
+  row.num_bias = 1;
+  const Draw d = SampleOne({5.0f, 1.0f, 4.0f, 0.0f}, row);
+  EXPECT_EQ(d.token, 3);
+  EXPECT_NEAR(d.logprob, 0.0f, 1e-6);
+  EXPECT_EQ(d.top_ids[0], 3);
+  EXPECT_EQ(d.top_ids[1], 0);
+  EXPECT_NEAR(d.top_logprobs[1], -95.0f, 1e-3);
+}
+
+TEST(SamplingTest, SeededDrawsFollowTheDistributionAndRepeat) {
+  const std::vector<float> probs = {0.1f, 0.2f, 0.3f, 0.4f};
+  SamplingRowParams row;
+  row.seed = 1234;
+  std::vector<int> counts(4, 0);
+  const int n = 20000;
+  for (int step = 0; step < n; ++step) {
+    row.step = step;
+    const int32_t token = SampleOne(LogProbs(probs), row).token;
+    ++counts[token];
+    if (step < 50) {
+      EXPECT_EQ(SampleOne(LogProbs(probs), row).token, token);
+    }
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(counts[i] / static_cast<double>(n), probs[i], 0.015);
+}
+
+TEST(SamplingTest, TopKTopPAndMinPKeepTheExpectedSets) {
+  const std::vector<float> probs = {0.1f, 0.2f, 0.3f, 0.4f};
+  auto seen = [&](SamplingRowParams row) {
+    std::set<int32_t> tokens;
+    for (int step = 0; step < 400; ++step) {
+      row.step = step;
+      tokens.insert(SampleOne(LogProbs(probs), row).token);
+    }
+    return tokens;
+  };
+  SamplingRowParams top_k;
+  top_k.top_k = 1;
+  EXPECT_EQ(seen(top_k), (std::set<int32_t>{3}));
+  top_k.top_k = 2;
+  EXPECT_EQ(seen(top_k), (std::set<int32_t>{2, 3}));
+  SamplingRowParams top_p;
+  top_p.top_p = 0.5f;  // 0.4 alone falls short; 0.4 + 0.3 reaches it
+  EXPECT_EQ(seen(top_p), (std::set<int32_t>{2, 3}));
+  SamplingRowParams min_p;
+  min_p.min_p = 0.6f;  // threshold 0.24
+  EXPECT_EQ(seen(min_p), (std::set<int32_t>{2, 3}));
+  SamplingRowParams cold;
+  cold.temperature = 0.05f;  // sharpens 0.4 vs 0.3 to certainty
+  EXPECT_EQ(seen(cold), (std::set<int32_t>{3}));
+}
+
+TEST(SamplingTest, TopPOnALargeVocabStaysInsideTheNucleus) {
+  const int32_t vocab = 5000;
+  const std::vector<float> logits = RandomVector(vocab, 77, -2, 2);
+  SamplingRowParams row;
+  row.top_p = 0.9f;
+  row.seed = 9;
+  // Brute-force nucleus.
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  double total = 0;
+  for (float l : logits) total += std::exp(l);
+  std::set<int32_t> nucleus;
+  double run = 0;
+  for (int32_t id : order) {
+    if (run >= 0.9 * total) break;
+    run += std::exp(logits[id]);
+    nucleus.insert(id);
+  }
+  EXPECT_GT(nucleus.size(), 1000u);
+  for (int step = 0; step < 200; ++step) {
+    row.step = step;
+    EXPECT_TRUE(nucleus.count(SampleOne(logits, row).token));
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels::cpu
