@@ -19,7 +19,7 @@ struct KvCacheSpec {
   int32_t dtype_bytes;
   // layer -> an earlier layer whose KV it reuses, or -1 for its own; empty
   // means every layer owns its KV.
-  std::vector<int32_t> kv_sharing;
+  std::vector<int32_t> kv_sharing = {};
 };
 
 // OK when every dimension is positive and kv_sharing is empty or has one entry
