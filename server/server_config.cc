@@ -80,6 +80,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
       !st.ok()) {
     return st;
   }
+  if (absl::Status st = CheckOneOf("admission", c.admission, {"optimistic", "reserve"}); !st.ok()) {
+    return st;
+  }
   if (c.drain_timeout < absl::ZeroDuration()) {
     return Invalid("drain_timeout", ">= 0s", absl::FormatDuration(c.drain_timeout));
   }

@@ -29,6 +29,7 @@ struct ServerConfig {
   int32_t max_queued_requests = 1024;
   bool enable_prefix_caching = true;
   std::string scheduling_policy = "fcfs";
+  std::string admission = "optimistic";  // optimistic (preempt when full) or reserve
   absl::Duration drain_timeout = absl::Seconds(30);
   int32_t threads = 0;            // 0: all cores
   std::string served_model_name;  // empty: from the model

@@ -26,13 +26,8 @@ static_assert(static_cast<int>(absl::StatusCode::kUnauthenticated) ==
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  const int code = static_cast<int>(status.code());
-  // Codes outside the canonical set cannot come from absl, but a gRPC status
-  // must carry a known code: report them as what they are, an internal error.
-  if (code <= 0 || code > static_cast<int>(grpc::StatusCode::UNAUTHENTICATED)) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(status.message()));
-  }
-  return grpc::Status(static_cast<grpc::StatusCode>(code), std::string(status.message()));
+  // absl::Status only holds canonical codes (it turns others into kUnknown).
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 absl::Status DrainingStatus() {

@@ -1,0 +1,178 @@
+// Every invalid-input case of API.md §1 is rejected with INVALID_ARGUMENT and a
+// message naming the field and its allowed range.
+#include "server/request_validator.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loom/v1/generation.pb.h"
+
+namespace loom {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int32_t kVocab = 300;
+
+v1::GenerateRequest Valid() {
+  v1::GenerateRequest r;
+  r.set_prompt("hello");
+  return r;
+}
+
+void ExpectInvalid(const v1::GenerateRequest& request, const std::string& message) {
+  absl::Status status = ValidateGenerateRequest(request, kVocab);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(message));
+}
+
+TEST(RequestValidatorTest, AcceptsMinimalAndFullRequests) {
+  EXPECT_TRUE(ValidateGenerateRequest(Valid(), kVocab).ok());
+
+  v1::GenerateRequest r = Valid();
+  r.set_request_id(std::string(128, 'a'));
+  auto* s = r.mutable_sampling();
+  s->set_temperature(0);
+  s->set_top_p(1);
+  s->set_top_k(0);
+  s->set_min_p(1);
+  s->set_repetition_penalty(0.01f);
+  s->set_presence_penalty(-2);
+  s->set_frequency_penalty(2);
+  s->set_seed(7);
+  s->set_n(16);
+  (*s->mutable_logit_bias())[299] = -100;
+  (*s->mutable_logit_bias())[0] = 100;
+  auto* st = r.mutable_stopping();
+  st->set_max_tokens(1);
+  st->set_min_tokens(1);
+  for (int i = 0; i < 16; ++i) st->add_stop(std::string(i == 0 ? 256 : 1, 'x'));
+  st->add_stop_token_ids(299);
+  r.set_logprobs(20);
+  r.set_truncate(v1::TRUNCATION_RIGHT);
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
+}
+
+TEST(RequestValidatorTest, RejectsBadInput) {
+  ExpectInvalid(v1::GenerateRequest(), "input must be set");
+  v1::GenerateRequest r;
+  r.set_prompt("");
+  ExpectInvalid(r, "prompt must not be empty");
+  r.mutable_prompt_token_ids();
+  ExpectInvalid(r, "prompt_token_ids.ids must not be empty");
+  r.mutable_prompt_token_ids()->add_ids(1);
+  r.mutable_prompt_token_ids()->add_ids(300);
+  ExpectInvalid(r, "prompt_token_ids.ids[1] must be a token id in [0, 300); got 300");
+  r.mutable_prompt_token_ids()->set_ids(1, -1);
+  ExpectInvalid(r, "prompt_token_ids.ids[1] must be a token id in [0, 300); got -1");
+  r.mutable_messages();
+  ExpectInvalid(r, "messages.messages must not be empty");
+  auto* m = r.mutable_messages()->add_messages();
+  m->set_role("user");
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
+  m->set_role("robot");
+  ExpectInvalid(r,
+                "messages.messages[0].role must be one of system, user, assistant; got \"robot\"");
+}
+
+TEST(RequestValidatorTest, RejectsLongRequestId) {
+  v1::GenerateRequest r = Valid();
+  r.set_request_id(std::string(129, 'a'));
+  ExpectInvalid(r, "request_id must be at most 128 characters; got 129 characters");
+}
+
+TEST(RequestValidatorTest, RejectsSamplingOutOfRange) {
+  struct Case {
+    void (*set)(v1::SamplingParams&);
+    std::string message;
+  };
+  const Case cases[] = {
+      {[](v1::SamplingParams& s) { s.set_temperature(250); },
+       "sampling.temperature must be in [0, 100]; got 250"},
+      {[](v1::SamplingParams& s) { s.set_temperature(-0.5f); },
+       "sampling.temperature must be in [0, 100]; got -0.5"},
+      {[](v1::SamplingParams& s) { s.set_temperature(std::nanf("")); },
+       "sampling.temperature must be in [0, 100]"},
+      {[](v1::SamplingParams& s) { s.set_top_p(0); }, "sampling.top_p must be in (0, 1]; got 0"},
+      {[](v1::SamplingParams& s) { s.set_top_p(1.5f); },
+       "sampling.top_p must be in (0, 1]; got 1.5"},
+      {[](v1::SamplingParams& s) { s.set_top_k(-1); }, "sampling.top_k must be >= 0"},
+      {[](v1::SamplingParams& s) { s.set_min_p(-0.1f); }, "sampling.min_p must be in [0, 1]"},
+      {[](v1::SamplingParams& s) { s.set_min_p(1.1f); }, "sampling.min_p must be in [0, 1]"},
+      {[](v1::SamplingParams& s) { s.set_repetition_penalty(0); },
+       "sampling.repetition_penalty must be > 0; got 0"},
+      {[](v1::SamplingParams& s) { s.set_presence_penalty(2.5f); },
+       "sampling.presence_penalty must be in [-2, 2]; got 2.5"},
+      {[](v1::SamplingParams& s) { s.set_frequency_penalty(-3); },
+       "sampling.frequency_penalty must be in [-2, 2]; got -3"},
+      {[](v1::SamplingParams& s) { s.set_n(0); }, "sampling.n must be in [1, 16]; got 0"},
+      {[](v1::SamplingParams& s) { s.set_n(17); }, "sampling.n must be in [1, 16]; got 17"},
+      {[](v1::SamplingParams& s) { (*s.mutable_logit_bias())[300] = 1; },
+       "sampling.logit_bias key must be a token id in [0, 300); got 300"},
+      {[](v1::SamplingParams& s) { (*s.mutable_logit_bias())[5] = 101; },
+       "sampling.logit_bias[5] must be in [-100, 100]; got 101"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest r = Valid();
+    c.set(*r.mutable_sampling());
+    ExpectInvalid(r, c.message);
+  }
+}
+
+TEST(RequestValidatorTest, RejectsStoppingOutOfRange) {
+  v1::GenerateRequest r = Valid();
+  r.mutable_stopping()->set_max_tokens(0);
+  ExpectInvalid(r, "stopping.max_tokens must be >= 1; got 0");
+
+  r = Valid();
+  r.mutable_stopping()->set_max_tokens(4);
+  r.mutable_stopping()->set_min_tokens(5);
+  ExpectInvalid(r, "stopping.min_tokens must be in [0, stopping.max_tokens] = [0, 4]; got 5");
+
+  r = Valid();
+  const std::vector<std::string> seventeen(17, "x");
+  r.mutable_stopping()->mutable_stop()->Assign(seventeen.begin(), seventeen.end());
+  ExpectInvalid(r, "stopping.stop must have at most 16 strings; got 17");
+
+  r = Valid();
+  r.mutable_stopping()->add_stop("ok");
+  r.mutable_stopping()->add_stop("");
+  ExpectInvalid(r, "stopping.stop[1] must be 1..256 bytes long; got 0 bytes");
+  r.mutable_stopping()->set_stop(1, std::string(257, 'x'));
+  ExpectInvalid(r, "stopping.stop[1] must be 1..256 bytes long; got 257 bytes");
+
+  r = Valid();
+  r.mutable_stopping()->add_stop_token_ids(3);
+  r.mutable_stopping()->add_stop_token_ids(1000);
+  ExpectInvalid(r, "stopping.stop_token_ids[1] must be a token id in [0, 300); got 1000");
+}
+
+TEST(RequestValidatorTest, RejectsLogprobsAndTruncation) {
+  v1::GenerateRequest r = Valid();
+  r.set_logprobs(21);
+  ExpectInvalid(r, "logprobs must be in [0, 20]; got 21");
+  r.set_logprobs(-1);
+  ExpectInvalid(r, "logprobs must be in [0, 20]; got -1");
+
+  r = Valid();
+  r.set_truncate(static_cast<v1::Truncation>(9));
+  ExpectInvalid(r,
+                "truncate must be one of TRUNCATION_UNSPECIFIED, TRUNCATION_LEFT, "
+                "TRUNCATION_RIGHT; got 9");
+}
+
+TEST(RequestValidatorTest, TokenizeRequest) {
+  v1::TokenizeRequest r;
+  EXPECT_EQ(ValidateTokenizeRequest(r).code(), absl::StatusCode::kInvalidArgument);
+  r.set_text("");
+  EXPECT_TRUE(ValidateTokenizeRequest(r).ok());
+  r.mutable_messages()->add_messages()->set_role("narrator");
+  absl::Status status = ValidateTokenizeRequest(r);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("messages.messages[0].role"));
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,103 @@
+// Start-up validation of loomd's flags and the model path resolution.
+#include "server/server_config.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace loom {
+namespace {
+
+ServerConfig Valid() {
+  ServerConfig c;
+  c.model = "/models/m.gguf";
+  return c;
+}
+
+void ExpectInvalid(const ServerConfig& config, const std::string& message) {
+  absl::Status status = ValidateServerConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), message);
+}
+
+TEST(ServerConfigTest, DefaultsAreValid) { EXPECT_TRUE(ValidateServerConfig(Valid()).ok()); }
+
+TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
+  for (int ok : {8, 16, 32, 256}) {
+    ServerConfig c = Valid();
+    c.block_size = ok;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << ok;
+  }
+  for (int bad : {7, 4, 0, -16, 24, 512}) {
+    ServerConfig c = Valid();
+    c.block_size = bad;
+    ExpectInvalid(c,
+                  absl::StrCat("block_size must be a power of two between 8 and 256; got ", bad));
+  }
+}
+
+TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
+  ServerConfig c = Valid();
+  c.model = "";
+  ExpectInvalid(c, "model must be a path; got \"\"");
+  c = Valid();
+  c.load_format = "onnx";
+  ExpectInvalid(c, "load_format must be one of auto, gguf, safetensors, dummy; got \"onnx\"");
+  c = Valid();
+  c.device = "tpu";
+  ExpectInvalid(c, "device must be one of auto, cpu, cuda; got \"tpu\"");
+  c = Valid();
+  c.dtype = "int4";
+  ExpectInvalid(c, "dtype must be one of auto, float32, bfloat16, float16; got \"int4\"");
+  c = Valid();
+  c.port = 70000;
+  ExpectInvalid(c, "port must be in [0, 65535] (0 picks a free port); got 70000");
+  c = Valid();
+  c.http_port = -1;
+  ExpectInvalid(c, "http_port must be in [0, 65535] (0 picks a free port); got -1");
+  c = Valid();
+  c.host = "";
+  ExpectInvalid(c, "host must not be empty");
+  c = Valid();
+  c.kv_cache_memory_fraction = 0;
+  ExpectInvalid(c, "kv_cache_memory_fraction must be in (0, 1]; got 0");
+  c = Valid();
+  c.kv_cache_bytes = -5;
+  ExpectInvalid(c, "kv_cache_bytes must be >= 0 (0 = sized automatically); got -5");
+  c = Valid();
+  c.max_num_seqs = 0;
+  ExpectInvalid(c, "max_num_seqs must be >= 1; got 0");
+  c = Valid();
+  c.max_num_batched_tokens = 100;
+  ExpectInvalid(c, "max_num_batched_tokens must be >= max_num_seqs (256); got 100");
+  c = Valid();
+  c.max_model_len = -1;
+  ExpectInvalid(c, "max_model_len must be >= 0 (0 = from the model); got -1");
+  c = Valid();
+  c.max_queued_requests = 0;
+  ExpectInvalid(c, "max_queued_requests must be >= 1; got 0");
+  c = Valid();
+  c.scheduling_policy = "lifo";
+  ExpectInvalid(c, "scheduling_policy must be one of fcfs, priority; got \"lifo\"");
+  c = Valid();
+  c.admission = "greedy";
+  ExpectInvalid(c, "admission must be one of optimistic, reserve; got \"greedy\"");
+  c = Valid();
+  c.drain_timeout = absl::Seconds(-1);
+  ExpectInvalid(c, "drain_timeout must be >= 0s; got -1s");
+  c = Valid();
+  c.threads = -2;
+  ExpectInvalid(c, "threads must be >= 0 (0 = all cores); got -2");
+}
+
+TEST(ServerConfigTest, ModelPathPrefersFlagThenEnvThenDefault) {
+  EXPECT_EQ(ResolveModelPath("/a.gguf", "/b.gguf", "~/c.gguf", "/home/u"), "/a.gguf");
+  EXPECT_EQ(ResolveModelPath("", "/b.gguf", "~/c.gguf", "/home/u"), "/b.gguf");
+  EXPECT_EQ(ResolveModelPath("", "", "~/c.gguf", "/home/u"), "/home/u/c.gguf");
+  EXPECT_EQ(ResolveModelPath("~/x/y.gguf", "", "", "/root"), "/root/x/y.gguf");
+  EXPECT_EQ(ResolveModelPath("~user/y.gguf", "", "", "/root"), "~user/y.gguf");
+}
+
+}  // namespace
+}  // namespace loom
