@@ -1,0 +1,146 @@
+#include "model/cpu_executor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "cache/kv_cache_sizing.h"
+
+namespace loom {
+namespace {
+
+constexpr int64_t kMaxDefaultKvBytes = int64_t{4} << 30;
+
+int64_t DefaultKvBudget() {
+  const int64_t available = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return std::min(kMaxDefaultKvBytes, available / 4);
+}
+
+}  // namespace
+
+CpuExecutor::CpuExecutor(const ModelConfig& config, int32_t threads)
+    : config_(config), pool_(std::make_unique<kernels::cpu::ThreadPool>(threads)) {}
+
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedModel& model,
+                                                                 const ExecutorOptions& options) {
+  if (options.dtype != "auto" && options.dtype != "float32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", options.dtype, " is not supported on cpu (float32 only)"));
+  }
+  if (options.block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("block_size ", options.block_size));
+  }
+  const ModelConfig& c = model.config;
+  if (c.num_heads <= 0 || c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+      c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported head layout: ", c.num_heads,
+                                                   " heads, ", c.num_kv_heads, " kv heads, dim ",
+                                                   c.head_dim));
+  }
+  std::unique_ptr<CpuExecutor> e(new CpuExecutor(c, options.threads));
+  absl::StatusOr<LlamaWeights> weights = LoadLlamaWeights(c, *model.weights, *e->pool_);
+  if (!weights.ok()) return weights.status();
+  e->weights_ = *std::move(weights);
+  e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_);
+  e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;
+  if (e->max_model_len_ <= 0) e->max_model_len_ = c.max_position_embeddings;
+  if (e->max_model_len_ <= 0) {
+    return absl::InvalidArgumentError("max_model_len unknown: set it in the options");
+  }
+
+  const KvCacheSpec spec{c.num_layers,
+                         c.num_kv_heads,
+                         c.head_dim,
+                         options.block_size,
+                         static_cast<int32_t>(sizeof(float)),
+                         {}};
+  const int64_t budget = options.kv_cache_bytes > 0 ? options.kv_cache_bytes : DefaultKvBudget();
+  const int32_t num_blocks = NumBlocksForBudget(spec, budget);
+  if (num_blocks < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache budget of ", budget, " bytes holds no usable block"));
+  }
+  e->kv_.num_blocks = num_blocks;
+  e->kv_.block_size = options.block_size;
+  const size_t layer_elems =
+      static_cast<size_t>(num_blocks) * c.num_kv_heads * options.block_size * c.head_dim;
+  e->kv_.k.assign(c.num_layers, std::vector<float>(layer_elems, 0.0f));
+  e->kv_.v.assign(c.num_layers, std::vector<float>(layer_elems, 0.0f));
+  return e;
+}
+
+ExecutorGeometry CpuExecutor::Geometry() const {
+  ExecutorGeometry g;
+  g.num_blocks = kv_.num_blocks;
+  g.block_size = kv_.block_size;
+  g.max_model_len = max_model_len_;
+  g.device = "cpu";
+  g.dtype = "float32";
+  return g;
+}
+
+absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
+  batch_.Clear();
+  sample_seqs_.clear();
+  int32_t max_blocks = 0;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    max_blocks = std::max(max_blocks, static_cast<int32_t>(seq.block_table.size()));
+  }
+  batch_.max_blocks_per_seq = max_blocks;
+  batch_.block_tables.assign(plan.seqs.size() * max_blocks, 0);
+  const int32_t bs = kv_.block_size;
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    const ScheduledSeq& seq = plan.seqs[s];
+    const int32_t end = seq.num_computed_tokens + seq.num_scheduled_tokens;
+    if (seq.num_scheduled_tokens <= 0 || seq.num_computed_tokens < 0 ||
+        end > static_cast<int32_t>(seq.all_token_ids.size()) || end > max_model_len_ ||
+        static_cast<int64_t>(seq.block_table.size()) * bs < end) {
+      return absl::InternalError(absl::StrCat(
+          "seq ", seq.seq_id, ": bad slice [", seq.num_computed_tokens, ", ", end, ") of ",
+          seq.all_token_ids.size(), " tokens with ", seq.block_table.size(), " blocks"));
+    }
+    for (size_t b = 0; b < seq.block_table.size(); ++b) {
+      const int32_t block = seq.block_table[b];
+      if (block <= 0 || block >= kv_.num_blocks) {
+        return absl::InternalError(absl::StrCat("seq ", seq.seq_id, ": block id ", block));
+      }
+      batch_.block_tables[s * max_blocks + b] = block;
+    }
+    for (int32_t p = seq.num_computed_tokens; p < end; ++p) {
+      const int32_t token = seq.all_token_ids[p];
+      if (token < 0 || token >= config_.vocab_size) {
+        return absl::InternalError(absl::StrCat("seq ", seq.seq_id, ": token id ", token));
+      }
+      batch_.token_ids.push_back(token);
+      batch_.positions.push_back(p);
+      batch_.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
+    }
+    batch_.query_start.push_back(batch_.num_tokens());
+    batch_.context_lens.push_back(end);
+    if (seq.sample) {
+      if (seq.sampling == nullptr || end != static_cast<int32_t>(seq.all_token_ids.size())) {
+        return absl::InternalError(
+            absl::StrCat("seq ", seq.seq_id, ": samples without params or before its end"));
+      }
+      batch_.logit_rows.push_back(batch_.num_tokens() - 1);
+      sample_seqs_.push_back(&seq);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
+  StepResult result;
+  if (plan.seqs.empty()) return result;
+  if (absl::Status s = BuildBatch(plan); !s.ok()) return s;
+  forward_->Run(batch_, kv_, *pool_, logits_);
+  if (!sample_seqs_.empty()) {
+    result.sampled = sampler_.Sample(sample_seqs_, logits_, config_.vocab_size, *pool_);
+  }
+  return result;
+}
+
+}  // namespace loom

@@ -1,0 +1,47 @@
+// The CPU backend: float32 weights and KV pool, kernels from kernels/cpu/ on
+// the executor's own thread pool. One Execute() runs one batched forward over
+// every sequence of the plan (prefill chunks and decodes mixed), then samples.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/executor.h"
+#include "model/executor_factory.h"
+#include "model/llama_forward.h"
+#include "model/llama_forward_weights.h"
+#include "model/model.h"
+#include "model/sampler.h"
+
+namespace loom {
+
+class CpuExecutor final : public Executor {
+ public:
+  // The model must outlive the executor only for the config: weights are copied.
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const LoadedModel& model,
+                                                             const ExecutorOptions& options);
+
+  ExecutorGeometry Geometry() const override;
+  absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
+
+ private:
+  CpuExecutor(const ModelConfig& config, int32_t threads);
+  // Packs the plan into batch_; INTERNAL when the plan breaks its contract.
+  absl::Status BuildBatch(const StepPlan& plan);
+
+  ModelConfig config_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+  LlamaWeights weights_;
+  std::unique_ptr<LlamaForward> forward_;
+  KvPool kv_;
+  int32_t max_model_len_ = 0;
+  ForwardBatch batch_;
+  std::vector<const ScheduledSeq*> sample_seqs_;
+  std::vector<float> logits_;
+  Sampler sampler_;
+};
+
+}  // namespace loom

@@ -1,0 +1,32 @@
+// Creates the executor for a loaded model: the CPU executor, or the CUDA one
+// when the build has CUDA and a usable device ("auto" prefers CUDA).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/executor.h"
+#include "model/model.h"
+
+namespace loom {
+
+struct ExecutorOptions {
+  std::string device = "auto";  // auto | cpu | cuda
+  std::string dtype = "auto";   // weights and KV; auto: float32 on cpu, bfloat16 on cuda
+  int32_t block_size = 16;
+  // KV pool budget; 0: kv_cache_memory_fraction of the device's free memory
+  // after weights (on the CPU, a share of available RAM, at most 4 GiB).
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_memory_fraction = 0.9;
+  int32_t threads = 0;        // CPU kernel threads; 0: one per hardware thread
+  int32_t max_model_len = 0;  // 0: the model's
+};
+
+// INVALID_ARGUMENT for an unknown device or dtype, FAILED_PRECONDITION for
+// cuda in a build or on a machine without it.
+absl::StatusOr<std::unique_ptr<Executor>> CreateExecutor(const LoadedModel& model,
+                                                         const ExecutorOptions& options);
+
+}  // namespace loom

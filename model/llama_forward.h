@@ -1,0 +1,60 @@
+// The Llama-family forward pass on the CPU over a packed step of tokens
+// (prefill chunks and decodes together), reading and writing K/V through the
+// paged pool and computing logits only for the rows that sample.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/parallel.h"
+#include "model/config.h"
+#include "model/llama_forward_weights.h"
+
+namespace loom {
+
+// One step's inputs, packed sequence after sequence (see kernels/paged_kv.h).
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;     // [num_tokens]
+  std::vector<int32_t> positions;     // [num_tokens]
+  std::vector<int32_t> slot_mapping;  // [num_tokens]
+  std::vector<int32_t> query_start;   // [num_seqs + 1]
+  std::vector<int32_t> context_lens;  // [num_seqs]
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], 0-padded
+  int32_t max_blocks_per_seq = 0;
+  std::vector<int32_t> logit_rows;  // token rows whose logits are wanted
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }
+  void Clear();
+};
+
+// The per-layer K and V pools: [num_blocks, kv_heads, block_size, head_dim] each.
+struct KvPool {
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;
+  std::vector<std::vector<float>> k;  // [layer]
+  std::vector<std::vector<float>> v;  // [layer]
+};
+
+class LlamaForward {
+ public:
+  // config and weights must outlive this object.
+  LlamaForward(const ModelConfig& config, const LlamaWeights& weights);
+
+  // Runs the batch; writes [logit_rows.size(), vocab] logits.
+  void Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool,
+           std::vector<float>& logits);
+
+ private:
+  void Layer(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);
+
+  const ModelConfig& config_;
+  const LlamaWeights& weights_;
+  std::vector<float> inv_freq_;
+  // Activations, [num_tokens, width], reused across steps.
+  std::vector<float> residual_, normed_, qkv_, attn_, proj_, gate_up_, act_;
+  std::vector<float> partial_out_, partial_max_, partial_sum_;
+  std::vector<float> final_x_, final_residual_, final_normed_;
+};
+
+}  // namespace loom

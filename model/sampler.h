@@ -1,0 +1,33 @@
+// Turns the logits of the sampling rows of a step into SampledTokens: maps
+// each sequence's SamplingParams and token history onto the sampling kernel
+// (kernels/sampling.h), seeded per sequence by (seed, tokens generated so far)
+// so a draw never depends on the rest of the batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/parallel.h"
+#include "kernels/sampling.h"
+#include "scheduler/step.h"
+
+namespace loom {
+
+class Sampler {
+ public:
+  // seqs[i] owns row i of logits ([seqs.size(), vocab_size], overwritten).
+  std::vector<SampledToken> Sample(const std::vector<const ScheduledSeq*>& seqs,
+                                   std::vector<float>& logits, int32_t vocab_size,
+                                   kernels::ParallelFor& pool);
+
+ private:
+  std::vector<kernels::SamplingRowParams> rows_;
+  std::vector<std::vector<int32_t>> bias_ids_;
+  std::vector<std::vector<float>> bias_values_;
+  std::vector<int32_t> token_ids_;
+  std::vector<float> logprobs_;
+  std::vector<int32_t> top_ids_;
+  std::vector<float> top_logprobs_;
+};
+
+}  // namespace loom
