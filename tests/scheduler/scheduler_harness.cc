@@ -56,6 +56,7 @@ std::string SchedulerHarness::Step() {
     out.tokens.push_back(token.token_id);
     out.logprobs.push_back(token.logprob);
     out.num_top.push_back(token.top.size());
+    out.last_token_time = now_;
   }
   for (FinishedSeq& f : output.finished) {
     SampleOutput& out = outputs_.at(f.handle).at(f.index);

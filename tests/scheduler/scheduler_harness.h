@@ -24,6 +24,7 @@ struct SampleOutput {
   std::vector<size_t> num_top;  // top-logprob entries per token
   FinishReason reason = FinishReason::kNone;
   std::string stop_reason;
+  absl::Time last_token_time = absl::InfinitePast();  // `now` of the step that made it
 };
 
 // A request with a prompt of `len` tokens drawn from `salt`, so that equal
