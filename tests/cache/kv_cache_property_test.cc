@@ -21,6 +21,7 @@ namespace {
 constexpr int32_t kBlockSize = 4;
 constexpr int32_t kNumBlocks = 13;  // 12 usable
 constexpr size_t kMaxTokens = 40;
+constexpr size_t kMaxSeqs = 16;  // running and waiting
 
 struct SeqModel {
   std::vector<int32_t> tokens;
@@ -118,7 +119,17 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
   void Schedule(int64_t id, int32_t n, const ComputedBlocks* hits) {
     SeqModel& seq = seqs_.at(id);
     const KvCacheStats before = cache_.Stats();
+    int32_t num_revived = 0;
+    if (hits != nullptr) {
+      for (BlockId block : hits->blocks) num_revived += cache_.pool().ref_cnt(block) == 0;
+    }
     if (cache_.AllocateSlots(Req(id), seq.num_computed, n, hits).has_value()) {
+      // Free cached blocks leave the free queue by revival or by eviction.
+      const int32_t num_evicted =
+          before.num_cached_free - cache_.Stats().num_cached_free - num_revived;
+      ASSERT_GE(num_evicted, 0);
+      num_evictions_ += num_evicted;
+      num_revivals_ += num_revived;
       const int32_t start = seq.num_computed + (hits ? hits->num_computed_tokens : 0);
       seq.running = true;
       seq.num_computed = start + n;
@@ -138,7 +149,7 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
 
   void Admit() {
     int64_t id = PickSeq([](const SeqModel& s) { return !s.running; });
-    if (id < 0 || Uniform(0, 2) == 0) {
+    if (id < 0 || (seqs_.size() < kMaxSeqs && Uniform(0, 2) == 0)) {
       id = next_id_++;
       seqs_[id] = NewPrompt();
     }
@@ -172,7 +183,7 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
 
   void Fork() {
     const int64_t parent = PickSeq([](const SeqModel& s) { return s.running; });
-    if (parent < 0) return;
+    if (parent < 0 || seqs_.size() >= kMaxSeqs) return;
     const int64_t child = next_id_++;
     const SeqModel& from = seqs_.at(parent);
     cache_.Fork(parent, child, from.num_computed);
@@ -222,6 +233,8 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
   int num_hits_ = 0;
   int num_no_room_ = 0;
   int num_forks_ = 0;
+  int num_evictions_ = 0;
+  int num_revivals_ = 0;
   int32_t min_free_ = kNumBlocks;
 };
 
@@ -234,8 +247,11 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
   EXPECT_EQ(min_free_, 0);
   if (cache_.prefix_caching_enabled()) {
     EXPECT_GT(num_hits_, 50);
+    EXPECT_GT(num_revivals_, 50);
+    EXPECT_GT(num_evictions_, 50);
   } else {
     EXPECT_EQ(num_hits_, 0);
+    EXPECT_EQ(num_evictions_, 0);
   }
   while (!seqs_.empty()) Finish(seqs_.begin()->first);
   cache_.CheckInvariants();
