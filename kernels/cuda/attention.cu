@@ -1,0 +1,255 @@
+// Paged attention over the KV pool. One block per (query token, kv head,
+// partition) serves the kv head's whole query-head group, so each K/V row is
+// read once per group. Keys are walked in chunks of kChunk positions: a K pass
+// writes the chunk's scores to shared memory, an online-softmax update rescales,
+// and a V pass accumulates. Rows are read as 16-byte vectors, kTpr lanes per
+// row, kUnroll rows in flight per lane.
+//
+// Decodes with partition_size > 0 split each context into partitions
+// (flash-decoding) whose unnormalised outputs, maxima and exp-sums a reduce
+// kernel combines; a context that fits in one partition is written directly.
+#include <climits>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace loom::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxGroup = 8;  // query heads per kv head
+constexpr int kChunk = 256;
+constexpr int kUnroll = 4;
+
+__device__ __forceinline__ int FindSeq(const int32_t* query_start, int num_seqs, int t) {
+  int lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (query_start[mid] <= t) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    AttentionKernel(PagedAttentionParams<T> p, int part_size, bool split) {
+  constexpr int kVec = Vec16<T>::kVec;
+  constexpr int kTpr = kHeadDim / kVec;  // lanes per K/V row
+  constexpr int kRowsPerWarp = 32 / kTpr;
+  constexpr int kRowsPerIter = kWarps * kRowsPerWarp;
+  __shared__ __align__(16) float q_s[kMaxGroup][kHeadDim];
+  __shared__ float scores[kMaxGroup][kChunk];
+  __shared__ float m_s[kMaxGroup], l_s[kMaxGroup], alpha_s[kMaxGroup];
+  __shared__ float red[kWarps][kMaxGroup][kHeadDim];
+
+  const int t = blockIdx.x, kv_head = blockIdx.y, part = blockIdx.z;
+  const int group = p.num_heads / p.kv.num_kv_heads;
+  const int ctx = p.kv.positions[t] + 1;
+  const int begin = part * part_size;
+  if (begin >= ctx) return;
+  const int end = min(ctx, begin + part_size);
+  const bool write_partial = split && ctx > part_size;
+  const int seq = FindSeq(p.kv.query_start, p.kv.num_seqs, t);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sub = lane / kTpr, d0 = (lane % kTpr) * kVec;
+
+  for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
+    const int g = i / kHeadDim, d = i % kHeadDim;
+    q_s[g][d] = ToFloat(p.q[static_cast<int64_t>(t) * p.q_stride +
+                            (kv_head * group + g) * kHeadDim + d]) * p.scale;
+  }
+  if (threadIdx.x < kMaxGroup) {
+    m_s[threadIdx.x] = -FLT_MAX;
+    l_s[threadIdx.x] = 0.0f;
+  }
+  float acc[kMaxGroup][kVec];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[g][e] = 0.0f;
+  }
+  __syncthreads();
+
+  for (int chunk = begin; chunk < end; chunk += kChunk) {
+    const int n = min(kChunk, end - chunk);
+    // K pass: scores[g][r] = q_g . k_r for this chunk.
+    for (int r0 = warp * kRowsPerWarp + sub; r0 < n; r0 += kRowsPerIter * kUnroll) {
+      Vec16<T> k[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int r = r0 + u * kRowsPerIter;
+        if (r < n) {
+          k[u].Load(p.kv.k_cache + p.kv.PositionOffset(seq, kv_head, chunk + r) + d0);
+        } else {
+          k[u].raw = make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int r = r0 + u * kRowsPerIter;
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= group) break;
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) dot += q_s[g][d0 + e] * k[u].Get(e);
+#pragma unroll
+          for (int o = kTpr / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+          if (lane % kTpr == 0 && r < n) scores[g][r] = dot;
+        }
+      }
+    }
+    __syncthreads();
+    // Online softmax: one warp per query head of the group.
+    for (int g = warp; g < group; g += kWarps) {
+      float mx = -FLT_MAX;
+      for (int r = lane; r < n; r += 32) mx = fmaxf(mx, scores[g][r]);
+      mx = WarpMax(mx);
+      const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
+      float sum = 0.0f;
+      for (int r = lane; r < n; r += 32) {
+        const float e = __expf(scores[g][r] - m_new);
+        scores[g][r] = e;
+        sum += e;
+      }
+      sum = WarpSum(sum);
+      if (lane == 0) {
+        const float alpha = __expf(m_old - m_new);
+        alpha_s[g] = alpha;
+        l_s[g] = l_s[g] * alpha + sum;
+        m_s[g] = m_new;
+      }
+    }
+    __syncthreads();
+    // V pass: acc_g = alpha_g * acc_g + sum_r p_gr v_r.
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= group) break;
+      const float alpha = alpha_s[g];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[g][e] *= alpha;
+    }
+    for (int r0 = warp * kRowsPerWarp + sub; r0 < n; r0 += kRowsPerIter * kUnroll) {
+      Vec16<T> v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int r = r0 + u * kRowsPerIter;
+        if (r < n) v[u].Load(p.kv.v_cache + p.kv.PositionOffset(seq, kv_head, chunk + r) + d0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int r = r0 + u * kRowsPerIter;
+        if (r >= n) break;
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= group) break;
+          const float w = scores[g][r];
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[g][e] += w * v[u].Get(e);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Sum the rows of each warp, then the warps.
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      float a = acc[g][e];
+#pragma unroll
+      for (int o = kTpr; o < 32; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+      if (sub == 0) red[warp][g][d0 + e] = a;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
+    const int g = i / kHeadDim, d = i % kHeadDim;
+    const int head = kv_head * group + g;
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o += red[w][g][d];
+    if (write_partial) {
+      const int64_t row = (static_cast<int64_t>(t) * p.num_heads + head) * p.max_partitions + part;
+      p.partial_out[row * kHeadDim + d] = o;
+      if (d == 0) {
+        p.partial_max[row] = m_s[g];
+        p.partial_sum[row] = l_s[g];
+      }
+    } else {
+      p.out[static_cast<int64_t>(t) * p.out_stride + head * kHeadDim + d] =
+          FromFloat<T>(o / l_s[g]);
+    }
+  }
+}
+
+// Combines the partitions of each (token, head) whose context was split.
+template <typename T, int kHeadDim>
+__global__ void ReduceKernel(PagedAttentionParams<T> p) {
+  const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
+  const int ctx = p.kv.positions[t] + 1;
+  const int parts = (ctx + p.partition_size - 1) / p.partition_size;
+  if (parts <= 1) return;
+  const int64_t row = (static_cast<int64_t>(t) * p.num_heads + head) * p.max_partitions;
+  float m = -FLT_MAX;
+  for (int i = 0; i < parts; ++i) m = fmaxf(m, p.partial_max[row + i]);
+  float sum = 0.0f, o = 0.0f;
+  for (int i = 0; i < parts; ++i) {
+    const float w = __expf(p.partial_max[row + i] - m);
+    sum += w * p.partial_sum[row + i];
+    o += w * p.partial_out[(row + i) * kHeadDim + d];
+  }
+  p.out[static_cast<int64_t>(t) * p.out_stride + head * kHeadDim + d] = FromFloat<T>(o / sum);
+}
+
+template <typename T, int kHeadDim>
+void Launch(const PagedAttentionParams<T>& p, cudaStream_t stream) {
+  const bool split = p.partition_size > 0 && p.kv.num_tokens == p.kv.num_seqs;
+  const dim3 grid(p.kv.num_tokens, p.kv.num_kv_heads, split ? p.max_partitions : 1);
+  AttentionKernel<T, kHeadDim><<<grid, kThreads, 0, stream>>>(p, split ? p.partition_size : INT_MAX,
+                                                              split);
+  LOOM_CUDA_CHECK_LAUNCH();
+  if (split && p.max_partitions > 1) {
+    ReduceKernel<T, kHeadDim><<<dim3(p.kv.num_tokens, p.num_heads), kHeadDim, 0, stream>>>(p);
+    LOOM_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
+  const int kv_heads = p.kv.num_kv_heads;
+  LOOM_KERNEL_CHECK(kv_heads > 0 && p.num_heads % kv_heads == 0);
+  LOOM_KERNEL_CHECK(p.num_heads / kv_heads <= kMaxGroup);
+  LOOM_KERNEL_CHECK(p.q_stride % Vec16<T>::kVec == 0);
+  if (p.partition_size > 0) {
+    LOOM_KERNEL_CHECK(p.partition_size % p.kv.block_size == 0 && p.max_partitions > 0);
+    LOOM_KERNEL_CHECK(p.partial_out && p.partial_max && p.partial_sum);
+  }
+  if (p.kv.num_tokens == 0) return;
+  switch (p.kv.head_dim) {
+    case 64:
+      Launch<T, 64>(p, stream);
+      break;
+    case 128:
+      Launch<T, 128>(p, stream);
+      break;
+    default:
+      LOOM_KERNEL_CHECK(p.kv.head_dim == 64 || p.kv.head_dim == 128);
+  }
+}
+
+template void PagedAttention<float>(const PagedAttentionParams<float>&, cudaStream_t);
+template void PagedAttention<__nv_bfloat16>(const PagedAttentionParams<__nv_bfloat16>&,
+                                            cudaStream_t);
+
+}  // namespace loom::kernels::cuda

@@ -1,0 +1,50 @@
+// bf16 GEMMs through cuBLASLt with fp32 accumulation: y[M,N] = x[M,K] W[N,K]^T
+// with every matrix row-major, the layout of HF linear weights. One Gemm object
+// per stream owner; it caches one algorithm per shape and is graph-capture safe.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace loom::cuda {
+
+enum class GemmOut { kBFloat16, kFloat32 };
+
+class Gemm {
+ public:
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // y = x W^T. Shapes: x [m,k] with row stride ldx, w [n,k] dense, y [m,n]
+  // with row stride ldy; all row-major. y is bf16 or fp32 as `out` says.
+  void Run(cudaStream_t stream, const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
+           void* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
+           GemmOut out = GemmOut::kBFloat16);
+  // Dense operands: ldx = k, ldy = n.
+  void Run(cudaStream_t stream, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+           int64_t m, int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16) {
+    Run(stream, x, k, w, y, n, m, n, k, out);
+  }
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  const Plan& GetPlan(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy, GemmOut out);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>, Plan> plans_;
+};
+
+}  // namespace loom::cuda

@@ -1,0 +1,41 @@
+// Launchers of the CUDA op set. Each takes the params struct its CPU reference
+// takes (kernels/<op>.h), with device pointers, checks the shapes it supports
+// and enqueues on `stream`. T is float or __nv_bfloat16; math is float32.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/cuda/gemm.h"
+
+namespace loom::kernels::cuda {
+
+template <typename T>
+void Embedding(const EmbeddingParams<T>& p, cudaStream_t stream);
+
+template <typename T>
+void RmsNorm(const RmsNormParams<T>& p, cudaStream_t stream);
+
+template <typename T>
+void RopeKvWrite(const RopeKvWriteParams<T>& p, cudaStream_t stream);
+
+template <typename T>
+void SiluMul(const SiluMulParams<T>& p, cudaStream_t stream);
+
+// Decodes (one query token per sequence) with partition_size > 0 run the
+// split-K kernel and its reduce; every other step runs one pass per token with
+// an online softmax over its whole context. head_dim 64, 128 or 256; at most
+// 8 query heads per kv head.
+template <typename T>
+void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream);
+
+// bf16 linear layer through cuBLASLt (fp32 accumulation), bias added after.
+void Matmul(const MatmulParams<__nv_bfloat16>& p, ::loom::cuda::Gemm& gemm, cudaStream_t stream);
+
+}  // namespace loom::kernels::cuda

@@ -1,0 +1,67 @@
+// Residual add + RMSNorm: one block per token; the row is staged in registers
+// between the sum-of-squares pass and the scaling pass.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace loom::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxVecsPerThread = 4;  // hidden <= 256 * 4 * kVec (8192 bf16, 4096 f32)
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams<T> p) {
+  __shared__ float scratch[32];
+  constexpr int kVec = Vec16<T>::kVec;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * p.hidden;
+  float vals[kMaxVecsPerThread][kVec];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxVecsPerThread; ++j) {
+    const int i = (j * kThreads + threadIdx.x) * kVec;
+    if (i >= p.hidden) break;
+    Vec16<T> r;
+    r.Load(p.residual + row + i);
+    if (p.x != nullptr) {
+      Vec16<T> x;
+      x.Load(p.x + row + i);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) r.Set(e, r.Get(e) + x.Get(e));
+      r.Store(p.residual + row + i);
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      vals[j][e] = r.Get(e);  // the stored (rounded) residual, as the reference sees it
+      sum_sq += vals[j][e] * vals[j][e];
+    }
+  }
+  const float inv_rms = rsqrtf(BlockSum(sum_sq, scratch) / p.hidden + p.eps);
+#pragma unroll
+  for (int j = 0; j < kMaxVecsPerThread; ++j) {
+    const int i = (j * kThreads + threadIdx.x) * kVec;
+    if (i >= p.hidden) break;
+    Vec16<T> w, o;
+    w.Load(p.weight + i);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) o.Set(e, vals[j][e] * inv_rms * w.Get(e));
+    o.Store(p.out + row + i);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void RmsNorm(const RmsNormParams<T>& p, cudaStream_t stream) {
+  constexpr int kVec = Vec16<T>::kVec;
+  LOOM_KERNEL_CHECK(p.hidden % kVec == 0 && p.hidden <= kThreads * kMaxVecsPerThread * kVec);
+  LOOM_KERNEL_CHECK(p.out != p.residual);
+  if (p.num_tokens == 0) return;
+  RmsNormKernel<T><<<p.num_tokens, kThreads, 0, stream>>>(p);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
+template void RmsNorm<float>(const RmsNormParams<float>&, cudaStream_t);
+template void RmsNorm<__nv_bfloat16>(const RmsNormParams<__nv_bfloat16>&, cudaStream_t);
+
+}  // namespace loom::kernels::cuda
