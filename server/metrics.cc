@@ -19,6 +19,9 @@ constexpr FinishLabel kFinishLabels[] = {FinishLabel::kStop,     FinishLabel::kL
                                          FinishLabel::kAborted,  FinishLabel::kError,
                                          FinishLabel::kDeadline, FinishLabel::kRejected};
 
+constexpr const char* kGenerationMethods[] = {"Generate", "GenerateStream", "Tokenize",
+                                              "GetModelInfo"};
+
 // 1, 2, 4, ... up to and including max: token counts and batch sizes span
 // several orders of magnitude, so the bounds grow geometrically.
 Histogram::BucketBoundaries PowersOfTwo(double max) {
@@ -85,6 +88,11 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
                         .Name("loom_grpc_requests_total")
                         .Help("Finished gRPC calls by method and status code.")
                         .Register(registry);
+  // The OK series of every loom.v1 method exist from the start, so the name is
+  // in every scrape and the first call already has a zero to rate against.
+  for (const char* method : kGenerationMethods) {
+    grpc_requests_->Add({{"method", method}, {"code", "OK"}});
+  }
   BuildGauge()
       .Name("loom_build_info")
       .Help("Always 1; the labels say what is running.")

@@ -136,6 +136,15 @@ TEST_F(MetricsRegistryTest, GaugesFollowTheLatestSnapshot) {
   EXPECT_EQ(SampleValue(scrape, "loom_requests_running"), 0);
 }
 
+TEST_F(MetricsRegistryTest, EveryNameIsThereBeforeAnyEvent) {
+  const std::string scrape = metrics_.Scrape();
+  for (const std::string& name : ContractNames()) {
+    EXPECT_THAT(scrape, HasSubstr(absl::StrCat("\n# TYPE ", name, " "))) << name;
+  }
+  EXPECT_EQ(SampleValue(scrape, R"(loom_grpc_requests_total{code="OK",method="GenerateStream"})"),
+            0);
+}
+
 TEST_F(MetricsRegistryTest, GrpcRequestsByMethodAndCode) {
   metrics_.RecordGrpcRequest("Generate", absl::StatusCode::kOk);
   metrics_.RecordGrpcRequest("Generate", absl::StatusCode::kOk);
