@@ -4,7 +4,7 @@ built-in kinds against the Kubernetes JSON schemas of a pinned version
 (PyPI kubernetes-validate, strict: unknown fields are errors), and the CRD
 kinds the schemas do not know (ServiceMonitor, PrometheusRule, ScaledObject)
 against the small schemas below, which hold the fields these manifests use.
-Rendering uses `kubectl kustomize` where kubectl exists and then also checks
+Rendering uses `kubectl kustomize` where kubectl 1.21+ exists and then checks
 that deploy/tools/kustomize_lite.py renders the same objects; without kubectl
 it uses kustomize_lite alone. The PrometheusRule must carry exactly the
 groups of deploy/prometheus/loom.rules.yml.
@@ -12,6 +12,7 @@ groups of deploy/prometheus/loom.rules.yml.
     deploy/tools/check_manifests.py [--out DIR]   # DIR gets OVERLAY.yaml each
 """
 import argparse
+import json
 import pathlib
 import shutil
 import subprocess
@@ -88,10 +89,23 @@ for _schema in CRD_SCHEMAS.values():
     _schema["required"].append("metadata")
 
 
+def kubectl_with_kustomize():
+    """Whether a kubectl with `patches:` support (1.21+, kustomize v4+) is on PATH."""
+    if not shutil.which("kubectl"):
+        return False
+    result = subprocess.run(["kubectl", "version", "--client", "-o", "json"], capture_output=True,
+                            text=True, check=False)
+    try:
+        version = json.loads(result.stdout)["clientVersion"]
+        return (int(version["major"]), int(version["minor"].rstrip("+"))) >= (1, 21)
+    except (ValueError, KeyError):
+        return False
+
+
 def render(overlay_dir):
     """The overlay's objects; problems if kubectl and kustomize_lite disagree."""
     lite = kustomize_lite.build(overlay_dir)
-    if not shutil.which("kubectl"):
+    if not kubectl_with_kustomize():
         return lite, []
     result = subprocess.run(["kubectl", "kustomize", str(overlay_dir)], capture_output=True,
                             text=True, check=False)
@@ -154,7 +168,7 @@ def main():
                 yaml.safe_dump_all(objects, stream, sort_keys=False, width=88)
     for problem in problems:
         print(problem)
-    renderer = "kubectl kustomize + kustomize_lite" if shutil.which("kubectl") else "kustomize_lite"
+    renderer = "kubectl kustomize + kustomize_lite" if kubectl_with_kustomize() else "kustomize_lite"
     print(f"check_manifests: {count} objects in {len(OVERLAYS)} overlays ({renderer}, "
           f"Kubernetes {KUBERNETES_VERSION}): {len(problems)} problems")
     return 1 if problems else 0

@@ -1,9 +1,9 @@
 """kustomize_lite renders like kubectl kustomize for what deploy/k8s uses."""
-import shutil
 import subprocess
 import unittest
 
 import common
+import check_manifests
 import kustomize_lite
 import yaml
 
@@ -43,7 +43,7 @@ class MergeTest(unittest.TestCase):
             kustomize_lite.apply_patch(objects, {"apiVersion": "v1", "kind": "Service",
                                                  "metadata": {"name": "s"}})
 
-    @unittest.skipUnless(shutil.which("kubectl"), "kubectl not installed")
+    @unittest.skipUnless(check_manifests.kubectl_with_kustomize(), "no kubectl 1.21+ installed")
     def test_overlays_render_like_kubectl(self):
         for name in ("gpu", "cpu", "gpu-keda"):
             with self.subTest(overlay=name):
