@@ -35,6 +35,16 @@ void SiluMul(const SiluMulParams<T>& p, cudaStream_t stream);
 template <typename T>
 void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream);
 
+// The split-K partition size for a decode batch of this size: enough (kv head,
+// sequence, partition) blocks to cover an H200's 132 SMs a few times at 1k
+// context, while long partitions keep the reduce small.
+inline int32_t DecodePartitionSize(int32_t batch) {
+  if (batch <= 4) return 64;
+  if (batch <= 16) return 128;
+  if (batch <= 64) return 256;
+  return 512;
+}
+
 // bf16 linear layer through cuBLASLt (fp32 accumulation), bias added after.
 void Matmul(const MatmulParams<__nv_bfloat16>& p, ::loom::cuda::Gemm& gemm, cudaStream_t stream);
 

@@ -1,0 +1,75 @@
+// The Llama forward pass on the GPU over a packed step (prefill chunks and
+// decodes mixed): embedding, per layer RMSNorm -> fused QKV GEMM -> RoPE + KV
+// write -> paged attention -> O GEMM -> residual RMSNorm -> fused gate/up GEMM
+// -> SiLU*mul -> down GEMM, then the final norm and the LM head on the rows
+// that sample. Every buffer is allocated once, so a run can be graph-captured.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/gemm.h"
+#include "model/config.h"
+#include "model/cuda_weights.h"
+
+namespace loom {
+
+// Device pointers to one step's inputs (kernels/paged_kv.h has their meaning).
+struct CudaStepInputs {
+  const int32_t* token_ids = nullptr;     // [num_tokens]
+  const int32_t* positions = nullptr;     // [num_tokens]
+  const int32_t* slot_mapping = nullptr;  // [num_tokens]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* sample_rows = nullptr;   // [num_sample_rows], token rows whose logits are needed
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t num_sample_rows = 0;
+  int32_t partition_size = 0;  // split-K decode attention; 0 = one pass per token
+};
+
+struct CudaForwardLimits {
+  int32_t max_tokens = 0;  // per step
+  int32_t max_seqs = 0;
+  int32_t max_model_len = 0;
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;  // KV pool, block 0 included
+};
+
+class CudaForward {
+ public:
+  // Allocates activations, the attention workspace and the KV pool.
+  CudaForward(const ModelConfig& config, const CudaWeights& weights,
+              const CudaForwardLimits& limits);
+  ~CudaForward();
+  CudaForward(const CudaForward&) = delete;
+  CudaForward& operator=(const CudaForward&) = delete;
+
+  // Enqueues the forward pass; logits() then holds [num_sample_rows, vocab] fp32.
+  void Run(const CudaStepInputs& in, cudaStream_t stream);
+  float* logits() const { return logits_; }
+
+  // Device bytes the activations and workspace need for these limits (no KV).
+  static int64_t ActivationBytes(const ModelConfig& config, const CudaForwardLimits& limits);
+  static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
+
+ private:
+  ModelConfig config_;
+  const CudaWeights& weights_;
+  CudaForwardLimits limits_;
+  int32_t max_blocks_per_seq_ = 0;
+  int32_t max_partitions_ = 0;
+  cuda::Gemm gemm_;
+  std::vector<void*> allocations_;
+  __nv_bfloat16 *residual_ = nullptr, *normed_ = nullptr, *x_ = nullptr, *qkv_ = nullptr;
+  __nv_bfloat16 *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr, *gathered_ = nullptr;
+  float* logits_ = nullptr;
+  float *partial_out_ = nullptr, *partial_max_ = nullptr, *partial_sum_ = nullptr;
+  float* inv_freq_ = nullptr;
+  __nv_bfloat16* kv_pool_ = nullptr;  // [layers][2][num_blocks][kv_heads][block_size][head_dim]
+};
+
+}  // namespace loom
