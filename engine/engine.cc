@@ -1,0 +1,354 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace loom {
+
+Engine::Engine(EngineConfig config, std::unique_ptr<Executor> executor,
+               std::shared_ptr<const Detokenizer> detokenizer, Clock* clock)
+    : config_(std::move(config)),
+      executor_(std::move(executor)),
+      geometry_(executor_->Geometry()),
+      clock_(clock),
+      processor_(std::move(detokenizer), nullptr) {}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::SetObserver(EngineObserver* observer) {
+  observer_ = observer;
+  processor_.set_observer(observer);
+}
+
+absl::Status Engine::Start() {
+  {
+    std::lock_guard lock(mu_);
+    if (started_ || stop_requested_) return absl::FailedPreconditionError("engine already started");
+  }
+  if (geometry_.num_blocks < 2 || geometry_.block_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the executor reports ", geometry_.num_blocks, " KV blocks of ", geometry_.block_size,
+        " tokens; at least 2 blocks (one is the null block) of at least 1 token are needed"));
+  }
+  SchedulerConfig scheduler_config = config_.scheduler;
+  if (scheduler_config.max_model_len == 0) scheduler_config.max_model_len = geometry_.max_model_len;
+  if (scheduler_config.max_model_len <= 0) {
+    return absl::InvalidArgumentError("max_model_len is unknown: the executor reports none");
+  }
+  cache_ = std::make_unique<KvCacheManager>(
+      KvCacheConfig{.num_blocks = geometry_.num_blocks,
+                    .block_size = geometry_.block_size,
+                    .enable_prefix_caching = config_.enable_prefix_caching});
+  scheduler_ = std::make_unique<Scheduler>(scheduler_config, cache_.get());
+  if (config_.warmup) {
+    if (absl::Status status = Warmup(); !status.ok()) {
+      counters_.healthy = false;
+      PublishStats();
+      return status;
+    }
+  }
+  PublishStats();
+  {
+    std::lock_guard lock(mu_);
+    max_model_len_ = scheduler_->max_model_len();
+    started_ = true;
+    accepting_ = true;
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Warmup() {
+  // One prefill of a block's worth of token 0 into block 1, which no request
+  // holds yet and whose contents nothing reads before it is written again.
+  const int32_t num_tokens = std::min(geometry_.block_size, scheduler_->max_model_len());
+  const std::vector<int32_t> token_ids(num_tokens, 0);
+  const std::vector<int32_t> block_table = {1};
+  SamplingParams sampling;
+  sampling.temperature = 0;
+  StepPlan plan;
+  plan.seqs.push_back({.seq_id = 0,
+                       .all_token_ids = token_ids,
+                       .num_prompt_tokens = num_tokens,
+                       .num_computed_tokens = 0,
+                       .num_scheduled_tokens = num_tokens,
+                       .block_table = block_table,
+                       .sample = true,
+                       .sampling = &sampling});
+  plan.num_scheduled_tokens = num_tokens;
+  absl::StatusOr<StepResult> result = executor_->Execute(plan);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("warm-up step failed: ", result.status().message()));
+  }
+  if (result->sampled.size() != 1) {
+    return absl::InternalError(
+        absl::StrCat("warm-up step sampled ", result->sampled.size(), " tokens for one sequence"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
+                                             std::shared_ptr<OutputSink> sink) {
+  std::lock_guard lock(mu_);
+  if (failed_) return absl::InternalError(absl::StrCat("engine failed: ", failure_.message()));
+  if (!accepting_) {
+    return absl::UnavailableError(stop_requested_ ? "engine is shut down"
+                                  : started_      ? "engine is draining"
+                                                  : "engine is not started");
+  }
+  const int32_t num_queued = num_waiting_ + inbox_submits_;
+  const int32_t limit = config_.scheduler.max_queued_requests;
+  if (num_queued >= limit) {
+    ++num_rejected_;
+    work_cv_.notify_one();
+    return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full: ", num_queued,
+                                                     " queued, max_queued_requests is ", limit));
+  }
+  if (params.arrival_time == absl::InfinitePast()) params.arrival_time = clock_->Now();
+  const RequestHandle id = next_id_++;
+  inbox_.push_back({.kind = Command::Kind::kSubmit,
+                    .id = id,
+                    .params = std::move(params),
+                    .sink = std::move(sink)});
+  ++inbox_submits_;
+  ++num_in_flight_;
+  work_cv_.notify_one();
+  return id;
+}
+
+void Engine::Abort(RequestHandle handle) {
+  std::lock_guard lock(mu_);
+  if (!started_ || stop_requested_ || failed_) return;
+  Command command;
+  command.kind = Command::Kind::kAbort;
+  command.id = handle;
+  inbox_.push_back(std::move(command));
+  work_cv_.notify_one();
+}
+
+void Engine::StopAccepting() {
+  std::lock_guard lock(mu_);
+  accepting_ = false;
+}
+
+bool Engine::WaitUntilIdle(absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  return idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                           [&] { return num_in_flight_ == 0; });
+}
+
+void Engine::Shutdown(absl::Status status) {
+  std::lock_guard shutdown_lock(shutdown_mu_);
+  {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+    if (!stop_requested_) {
+      stop_requested_ = true;
+      stop_status_ = std::move(status);
+    }
+    work_cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+bool Engine::healthy() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_.healthy;
+}
+
+int32_t Engine::max_model_len() const {
+  std::lock_guard lock(mu_);
+  return max_model_len_;
+}
+
+void Engine::Loop() {
+  bool stalled = false;
+  std::vector<Command> commands;
+  while (true) {
+    commands.clear();
+    uint64_t num_rejected = 0;
+    if (!WaitForWork(stalled, commands, num_rejected)) break;
+    if (observer_ != nullptr) {
+      for (; num_rejected > 0; --num_rejected) {
+        observer_->OnRequestFinished(FinishLabel::kRejected, Usage{});
+      }
+    }
+    for (Command& command : commands) HandleCommand(command);
+    if (scheduler_->HasUnfinished()) {
+      if (!Step(stalled)) return;
+    } else {
+      stalled = false;
+    }
+    PublishStats();
+  }
+  absl::Status status;
+  {
+    std::lock_guard lock(mu_);
+    status = stop_status_;
+  }
+  FailAll(status);
+  PublishStats();
+}
+
+bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected) {
+  std::unique_lock lock(mu_);
+  auto ready = [&] { return stop_requested_ || !inbox_.empty() || num_rejected_ > 0; };
+  if (!scheduler_->HasUnfinished()) {
+    work_cv_.wait(lock, ready);
+  } else if (stalled) {
+    // Nothing can be planned until a command arrives or a deadline passes.
+    const absl::Time deadline = processor_.EarliestDeadline();
+    if (deadline == absl::InfiniteFuture()) {
+      work_cv_.wait(lock, ready);
+    } else {
+      const absl::Duration left = std::max(deadline - clock_->Now(), absl::ZeroDuration());
+      work_cv_.wait_for(lock, absl::ToChronoNanoseconds(left), ready);
+    }
+  }
+  if (stop_requested_) return false;
+  commands.swap(inbox_);
+  // Taken submissions still count against max_queued_requests until the
+  // next snapshot reads the scheduler's queue.
+  num_waiting_ += inbox_submits_;
+  inbox_submits_ = 0;
+  num_rejected = std::exchange(num_rejected_, 0);
+  return true;
+}
+
+void Engine::HandleCommand(Command& command) {
+  if (command.kind == Command::Kind::kAbort) {
+    const std::optional<RequestHandle> handle = processor_.FindHandle(command.id);
+    if (!handle) return;
+    scheduler_->AbortRequest(*handle);
+    processor_.Fail(*handle, absl::CancelledError("request cancelled"), clock_->Now());
+    ++num_finished_unpublished_;
+    return;
+  }
+  absl::StatusOr<RequestHandle> handle = scheduler_->AddRequest(command.params);
+  if (!handle.ok()) {
+    RequestOutput output;
+    output.finished = true;
+    output.status = handle.status();
+    output.usage.prompt_tokens = static_cast<uint32_t>(command.params.prompt_token_ids.size());
+    command.sink->Push(output);
+    if (observer_ != nullptr) {
+      observer_->OnRequestFinished(FinishLabelFor(output.status), output.usage);
+    }
+    ++num_finished_unpublished_;
+    return;
+  }
+  processor_.Add(command.id, *handle, command.params, std::move(command.sink));
+}
+
+bool Engine::Step(bool& stalled) {
+  const absl::Time start = clock_->Now();
+  StepPlan plan = scheduler_->Schedule(start);
+  for (RequestHandle handle : scheduler_->TakeExpired()) {
+    num_finished_unpublished_ +=
+        processor_.Fail(handle, absl::DeadlineExceededError("request deadline passed"), start);
+  }
+  {
+    std::lock_guard lock(mu_);
+    num_waiting_ = scheduler_->num_waiting();
+  }
+  stalled = plan.seqs.empty();
+  if (stalled) {
+    (void)scheduler_->Update(plan, StepResult{});
+    return true;
+  }
+  absl::StatusOr<StepResult> result = executor_->Execute(plan);
+  if (!result.ok()) {
+    {
+      std::lock_guard lock(mu_);
+      failed_ = true;
+      accepting_ = false;
+      failure_ = result.status();
+    }
+    counters_.healthy = false;
+    FailAll(absl::InternalError(absl::StrCat("engine failure: ", result.status().message())));
+    CloseFailedStep(plan);
+    PublishStats();
+    return false;
+  }
+  const UpdateOutput update = scheduler_->Update(plan, *result);
+  const absl::Time end = clock_->Now();
+  const OutputProcessor::StepOutcome outcome = processor_.ProcessStep(update, end, *scheduler_);
+  ++counters_.num_steps;
+  counters_.prompt_tokens_total += outcome.num_started_prompt_tokens;
+  counters_.generation_tokens_total += update.new_tokens.size();
+  counters_.last_step_seconds = absl::ToDoubleSeconds(end - start);
+  if (observer_ != nullptr) {
+    observer_->OnStep(counters_.last_step_seconds, static_cast<int32_t>(plan.seqs.size()),
+                      plan.num_scheduled_tokens);
+  }
+  num_finished_unpublished_ += outcome.num_finished;
+  return true;
+}
+
+void Engine::CloseFailedStep(const StepPlan& plan) {
+  // The scheduler applies aborts of a planned step when the step is updated;
+  // placeholder tokens complete it so that every block returns to the pool.
+  // Nothing reads the update: every request has already been failed.
+  StepResult placeholder;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    if (seq.sample) placeholder.sampled.emplace_back().seq_id = seq.seq_id;
+  }
+  (void)scheduler_->Update(plan, placeholder);
+}
+
+void Engine::FailAll(const absl::Status& status) {
+  const absl::Time now = clock_->Now();
+  for (RequestHandle handle : processor_.handles()) {
+    scheduler_->AbortRequest(handle);
+    num_finished_unpublished_ += processor_.Fail(handle, status, now);
+  }
+  std::vector<Command> commands;
+  {
+    std::lock_guard lock(mu_);
+    commands.swap(inbox_);
+    inbox_submits_ = 0;
+  }
+  for (Command& command : commands) {
+    if (command.kind != Command::Kind::kSubmit) continue;
+    RequestOutput output;
+    output.finished = true;
+    output.status = status;
+    command.sink->Push(std::move(output));
+    if (observer_ != nullptr) observer_->OnRequestFinished(FinishLabelFor(status), Usage{});
+    ++num_finished_unpublished_;
+  }
+}
+
+void Engine::PublishStats() {
+  EngineStats stats = counters_;
+  stats.num_running = scheduler_->num_running();
+  const KvCacheStats kv = cache_->Stats();
+  stats.kv_cache_usage = cache_->Usage();
+  stats.num_blocks_free = kv.num_free - kv.num_cached_free;
+  stats.num_blocks_used = kv.num_used;
+  stats.num_blocks_cached = kv.num_cached_free;
+  stats.prefix_query_tokens = static_cast<uint64_t>(kv.prefix_query_tokens);
+  stats.prefix_hit_tokens = static_cast<uint64_t>(kv.prefix_hit_tokens);
+  stats.num_preemptions = static_cast<uint64_t>(scheduler_->num_preemptions());
+  // Requests are counted finished only once the snapshot that shows their
+  // blocks freed is out, so WaitUntilIdle() is followed by accurate Stats().
+  std::lock_guard lock(mu_);
+  num_waiting_ = scheduler_->num_waiting();
+  stats.num_waiting = num_waiting_ + inbox_submits_;
+  {
+    std::lock_guard stats_lock(stats_mu_);
+    stats_ = stats;
+  }
+  num_in_flight_ -= std::exchange(num_finished_unpublished_, 0);
+  if (num_in_flight_ == 0) idle_cv_.notify_all();
+}
+
+}  // namespace loom

@@ -1,0 +1,157 @@
+// The engine: one thread that owns the scheduler, the KV cache manager and the
+// executor, fed through an inbox (Submit, Abort) and answering through each
+// request's OutputSink. Every step reads as
+//
+//   drain inbox -> Schedule(now) -> Execute(plan) -> Update -> detokenize,
+//   stop strings -> push deltas to sinks -> publish stats
+//
+// and the thread blocks (no spinning) while there is nothing to do.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cache/kv_cache_manager.h"
+#include "engine/clock.h"
+#include "engine/detokenizer.h"
+#include "engine/engine_observer.h"
+#include "engine/engine_stats.h"
+#include "engine/output_processor.h"
+#include "engine/request_output.h"
+#include "model/executor.h"
+#include "scheduler/request_params.h"
+#include "scheduler/scheduler.h"
+
+namespace loom {
+
+struct EngineConfig {
+  // max_model_len 0 takes the executor's. max_queued_requests bounds the
+  // sequences waiting in the scheduler plus the requests not yet taken from
+  // the inbox.
+  SchedulerConfig scheduler;
+  // The pool's num_blocks and block_size come from the executor, which has
+  // already allocated the KV memory.
+  bool enable_prefix_caching = true;
+  // Runs one small step through the executor in Start(), so that the first
+  // request does not pay for lazy initialization and a broken backend shows
+  // before the server reports SERVING.
+  bool warmup = true;
+};
+
+class Engine {
+ public:
+  // clock must outlive the engine.
+  Engine(EngineConfig config, std::unique_ptr<Executor> executor,
+         std::shared_ptr<const Detokenizer> detokenizer, Clock* clock = Clock::Real());
+  ~Engine();  // Shutdown()
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Per-event metrics; call before Start(). The observer must outlive the engine.
+  void SetObserver(EngineObserver* observer);
+
+  // Builds the cache and scheduler, runs the warm-up step and starts the
+  // engine thread. INVALID_ARGUMENT for an unusable configuration, the
+  // executor's error when the warm-up step fails.
+  absl::Status Start();
+
+  // Thread-safe. Queues a request; its outputs go to sink, ending with one
+  // output whose `finished` is set. On error the sink is never called:
+  // UNAVAILABLE before Start() and after StopAccepting()/Shutdown(),
+  // RESOURCE_EXHAUSTED when the waiting queue is full, INTERNAL after an
+  // engine failure. An unset arrival_time is set to now.
+  absl::StatusOr<RequestHandle> Submit(RequestParams params, std::shared_ptr<OutputSink> sink);
+
+  // Thread-safe. Ends the request: its sink gets a final output with status
+  // CANCELLED and its KV blocks are freed. Finished or unknown handles are
+  // ignored.
+  void Abort(RequestHandle handle);
+
+  // Thread-safe. New submissions get UNAVAILABLE; requests in flight go on.
+  void StopAccepting();
+
+  // Thread-safe. Waits until no request is in flight; false on timeout.
+  bool WaitUntilIdle(absl::Duration timeout);
+
+  // Thread-safe and idempotent. Stops accepting, ends every request in flight
+  // with `status` and joins the engine thread.
+  void Shutdown(absl::Status status = absl::UnavailableError("engine is shutting down"));
+
+  // Thread-safe. The snapshot published after the last step.
+  [[nodiscard]] EngineStats Stats() const;
+  [[nodiscard]] bool healthy() const;
+  [[nodiscard]] const ExecutorGeometry& geometry() const { return geometry_; }
+  // The scheduler's max_model_len (after capping to the pool); valid after Start().
+  [[nodiscard]] int32_t max_model_len() const;
+
+ private:
+  struct Command {
+    enum class Kind { kSubmit, kAbort };
+    Kind kind = Kind::kSubmit;
+    RequestHandle id = 0;
+    RequestParams params;
+    std::shared_ptr<OutputSink> sink;
+  };
+
+  absl::Status Warmup();
+  void Loop();
+  // Waits for commands, or only for new ones while the scheduler has work it
+  // cannot plan (then also until the earliest deadline). False on stop.
+  bool WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected);
+  void HandleCommand(Command& command);
+  // One schedule/execute/update round. False when the executor failed.
+  bool Step(bool& stalled);
+  // Completes the step whose execution failed, with every request aborted.
+  void CloseFailedStep(const StepPlan& plan);
+  // Ends every request in flight and every queued submission with status.
+  void FailAll(const absl::Status& status);
+  void PublishStats();
+
+  const EngineConfig config_;
+  const std::unique_ptr<Executor> executor_;
+  const ExecutorGeometry geometry_;
+  Clock* const clock_;
+  EngineObserver* observer_ = nullptr;
+
+  // Engine thread only (after Start()).
+  std::unique_ptr<KvCacheManager> cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  OutputProcessor processor_;
+  EngineStats counters_;                  // cumulative counters, copied into each snapshot
+  int32_t num_finished_unpublished_ = 0;  // final outputs pushed since the last snapshot
+
+  std::thread thread_;
+  std::mutex shutdown_mu_;  // serializes Shutdown()'s join
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // inbox, rejection or stop: wakes the engine thread
+  std::condition_variable idle_cv_;  // num_in_flight_ reached 0
+  std::vector<Command> inbox_;
+  int32_t inbox_submits_ = 0;
+  // Sequences waiting in the scheduler, plus submissions taken from the inbox
+  // but not yet added: with inbox_submits_ what max_queued_requests bounds.
+  int32_t num_waiting_ = 0;
+  int64_t num_in_flight_ = 0;  // submitted and not yet given a final output
+  uint64_t num_rejected_ = 0;  // rejections not yet reported to the observer
+  RequestHandle next_id_ = 1;
+  bool started_ = false;
+  bool accepting_ = false;
+  bool stop_requested_ = false;
+  bool failed_ = false;
+  absl::Status stop_status_;
+  absl::Status failure_;
+  int32_t max_model_len_ = 0;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+};
+
+}  // namespace loom

@@ -1,0 +1,102 @@
+// Turns the scheduler's per-step token output into what clients see: per-sample
+// incremental detokenization, stop-string matching, and one RequestOutput per
+// request and step pushed into the request's sink (vLLM v1's OutputProcessor).
+// Runs on the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/detokenizer.h"
+#include "engine/engine_observer.h"
+#include "engine/request_output.h"
+#include "engine/stop_string_matcher.h"
+#include "scheduler/scheduler.h"
+
+namespace loom {
+
+class OutputProcessor {
+ public:
+  // observer may be null.
+  OutputProcessor(std::shared_ptr<const Detokenizer> detokenizer, EngineObserver* observer);
+
+  void set_observer(EngineObserver* observer) { observer_ = observer; }
+
+  // Starts tracking a request that the scheduler accepted as `handle`; `id` is
+  // the engine's handle for it.
+  void Add(RequestHandle id, RequestHandle handle, const RequestParams& params,
+           std::shared_ptr<OutputSink> sink);
+
+  // The scheduler handle of a tracked request.
+  [[nodiscard]] std::optional<RequestHandle> FindHandle(RequestHandle id) const;
+
+  struct StepOutcome {
+    int32_t num_finished = 0;               // requests whose final output was pushed
+    int64_t num_started_prompt_tokens = 0;  // prompts scheduled for the first time
+  };
+
+  // Applies one step: new tokens become text, a matched stop string ends its
+  // sample through scheduler.FinishSeq, and each request that progressed gets
+  // one output (the final one once all its samples have finished).
+  StepOutcome ProcessStep(const UpdateOutput& update, absl::Time now, Scheduler& scheduler);
+
+  // Ends a request early with a non-OK status (CANCELLED, DEADLINE_EXCEEDED,
+  // INTERNAL, ...): its unfinished samples are reported ABORTED in a final
+  // output. The scheduler must already have dropped it. False when untracked.
+  bool Fail(RequestHandle handle, const absl::Status& status, absl::Time now);
+
+  [[nodiscard]] std::vector<RequestHandle> handles() const;
+  [[nodiscard]] bool empty() const { return requests_.empty(); }
+  // The earliest deadline of the tracked requests (InfiniteFuture when none).
+  [[nodiscard]] absl::Time EarliestDeadline() const;
+
+ private:
+  struct Sample {
+    Sample(std::unique_ptr<StreamDecoder> decoder, StopStringMatcher matcher)
+        : decoder(std::move(decoder)), matcher(std::move(matcher)) {}
+
+    std::unique_ptr<StreamDecoder> decoder;
+    StopStringMatcher matcher;
+    int32_t num_tokens = 0;
+    absl::Time last_token_time;
+    bool finished = false;
+    bool length_limited = false;
+  };
+
+  struct Request {
+    RequestHandle id = 0;
+    std::shared_ptr<OutputSink> sink;
+    StoppingParams stopping;
+    bool want_logprobs = false;
+    absl::Time arrival_time;
+    absl::Time deadline;
+    std::optional<absl::Time> first_token_time;
+    std::vector<Sample> samples;
+    int32_t num_unfinished = 0;
+    Usage usage;
+  };
+
+  // Appends one token to its sample's delta in `output`.
+  void AppendToken(Request& request, const NewToken& token, const FinishedSeq* finish,
+                   absl::Time now, Scheduler& scheduler, RequestOutput& output);
+  static SampleDelta& DeltaFor(RequestOutput& output, uint32_t index);
+  static void EndSample(Request& request, Sample& sample, SampleDelta& delta, FinishReason reason,
+                        std::string stop_reason);
+  // Pushes the final output and stops tracking the request.
+  void Finish(RequestHandle handle, RequestOutput output, const absl::Status& status,
+              FinishLabel label, absl::Time now);
+
+  std::shared_ptr<const Detokenizer> detokenizer_;
+  EngineObserver* observer_;
+  absl::flat_hash_map<RequestHandle, Request> requests_;  // by scheduler handle
+  absl::flat_hash_map<RequestHandle, RequestHandle> handle_of_id_;
+  std::vector<double> inter_token_seconds_;  // reused across steps
+};
+
+}  // namespace loom
