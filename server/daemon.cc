@@ -1,0 +1,180 @@
+#include "server/daemon.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/engine.h"
+#include "engine/tokenizer_detokenizer.h"
+#include "model/executor_factory.h"
+#include "model/model.h"
+#include "server/engine_backend.h"
+#include "server/generation_service.h"
+#include "server/grpc_server.h"
+#include "server/http_server.h"
+#include "server/loaded_model_frontend.h"
+#include "server/log.h"
+#include "server/metrics.h"
+
+#ifndef LOOM_VERSION
+#define LOOM_VERSION "dev"
+#endif
+
+namespace loom {
+namespace {
+
+// How often the main thread looks at the engine's health while it waits for
+// a signal: an engine failure is noticed within this long.
+constexpr absl::Duration kHealthPollInterval = absl::Milliseconds(200);
+// After the engine has gone idle, what remains are final writes and health
+// Watch streams; these get this long before the listener cancels them.
+constexpr absl::Duration kListenerGrace = absl::Seconds(2);
+
+DType DummyDType(const std::string& dtype) {
+  if (dtype == "float32") return DType::kF32;
+  if (dtype == "float16") return DType::kF16;
+  return DType::kBF16;
+}
+
+EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& model) {
+  EngineConfig engine;
+  SchedulerConfig& s = engine.scheduler;
+  s.max_num_seqs = config.max_num_seqs;
+  s.max_num_batched_tokens = config.max_num_batched_tokens;
+  s.max_model_len = model.max_model_len;
+  s.max_queued_requests = config.max_queued_requests;
+  s.policy = config.scheduling_policy == "priority" ? SchedulingPolicy::kPriority
+                                                    : SchedulingPolicy::kFcfs;
+  s.admission =
+      config.admission == "reserve" ? AdmissionPolicy::kReserve : AdmissionPolicy::kOptimistic;
+  s.eos_token_ids =
+      model.config.eos_token_ids.empty() ? model.tokenizer->eos_ids() : model.config.eos_token_ids;
+  engine.enable_prefix_caching = config.enable_prefix_caching;
+  engine.warmup = true;
+  return engine;
+}
+
+ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedModel& model) {
+  ExecutorOptions options;
+  options.device = config.device;
+  options.dtype = config.dtype;
+  options.block_size = config.block_size;
+  options.kv_cache_bytes = config.kv_cache_bytes;
+  options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;
+  options.threads = config.threads;
+  options.max_model_len = model.max_model_len;
+  return options;
+}
+
+// Waits for the end of the run: a signal (true) or an engine failure (false).
+bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine) {
+  while (!watcher.WaitForSignal(kHealthPollInterval)) {
+    if (!engine.healthy()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
+  const absl::Time start = absl::Now();
+  ModelLoadOptions load;
+  load.path = config.model;
+  load.load_format = config.load_format;
+  load.max_model_len = config.max_model_len;
+  load.dummy_dtype = DummyDType(config.dtype);
+  absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadModel(load);
+  if (!loaded.ok()) {
+    LogLine(absl::StrCat("cannot load model ", config.model, ": ", loaded.status().ToString()));
+    return 1;
+  }
+  // Shared so that the detokenizer can alias the tokenizer the model owns.
+  const std::shared_ptr<const LoadedModel> model = *std::move(loaded);
+  LogLine(absl::StrCat("loaded ", model->name, " (", model->config.architecture, ", ",
+                       model->config.num_layers, " layers, vocab ", model->config.vocab_size,
+                       ") from ", config.model));
+
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      CreateExecutor(*model, MakeExecutorOptions(config, *model));
+  if (!executor.ok()) {
+    LogLine(absl::StrCat("cannot create the executor: ", executor.status().ToString()));
+    return 1;
+  }
+  auto detokenizer = std::make_shared<TokenizerDetokenizer>(
+      std::shared_ptr<const Tokenizer>(model, model->tokenizer.get()));
+  Engine engine(MakeEngineConfig(config, *model), *std::move(executor), std::move(detokenizer));
+
+  const ExecutorGeometry& geometry = engine.geometry();
+  const std::string served_name =
+      config.served_model_name.empty() ? model->name : config.served_model_name;
+  MetricsRegistry metrics(BuildInfo{LOOM_VERSION, geometry.device, served_name},
+                          [&engine] { return engine.Stats(); });
+  engine.SetObserver(&metrics);
+  // Start() sizes the pool from the executor and runs the warm-up step.
+  if (absl::Status st = engine.Start(); !st.ok()) {
+    LogLine(absl::StrCat("engine start-up failed: ", st.ToString()));
+    return 1;
+  }
+  LoadedModelFrontend frontend(*model, DescribeModel(*model, geometry, engine.max_model_len(),
+                                                     served_name, config.enable_prefix_caching));
+
+  std::atomic<bool> ready{false};
+  HttpServerOptions http_options;
+  http_options.host = config.host;
+  http_options.port = config.http_port;
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+      http_options, HttpHandlers{.metrics = [&metrics] { return metrics.Scrape(); },
+                                 .live = [&engine] { return engine.healthy(); },
+                                 .ready = [&ready] { return ready.load(); }});
+  if (!http.ok()) {
+    LogLine(absl::StrCat("cannot start the HTTP server: ", http.status().ToString()));
+    return 1;
+  }
+
+  EngineBackend backend(engine);
+  GenerationService service(frontend, backend,
+                            [&metrics](std::string_view method, absl::StatusCode code) {
+                              metrics.RecordGrpcRequest(method, code);
+                            });
+  absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
+      GrpcServer::Start(config.host, config.port, service);
+  if (!grpc_server.ok()) {
+    LogLine(grpc_server.status().ToString());
+    return 1;
+  }
+  (*grpc_server)->SetServing(true);
+  ready.store(true);
+  LogLine(absl::StrCat("serving ", served_name, " on ", config.host, ":", (*grpc_server)->port(),
+                       " (gRPC) and ", config.host, ":", (*http)->port(), " (HTTP); device ",
+                       geometry.device, ", dtype ", geometry.dtype, ", ",
+                       frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
+                       " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
+                       absl::FormatDuration(absl::Now() - start)));
+
+  const bool signalled = WaitForSignalOrFailure(watcher, engine);
+  ready.store(false);
+  (*grpc_server)->SetServing(false);
+  service.StopAccepting();
+  if (!signalled) {
+    LogLine("engine failed: requests in flight end with INTERNAL; exiting");
+    engine.Shutdown(absl::InternalError("engine failure"));
+    (*grpc_server)->Shutdown(absl::Now() + kListenerGrace);
+    return 2;
+  }
+  LogLine(absl::StrCat("received ", strsignal(watcher.signal()), ": draining for up to ",
+                       absl::FormatDuration(config.drain_timeout)));
+  engine.StopAccepting();
+  if (!engine.WaitUntilIdle(config.drain_timeout)) {
+    LogLine("drain timeout: aborting the requests still in flight");
+  }
+  engine.Shutdown(absl::UnavailableError("the server shut down before the request finished"));
+  (*grpc_server)->Shutdown(absl::Now() + kListenerGrace);
+  LogLine("drained; exiting");
+  return engine.healthy() ? 0 : 2;
+}
+
+}  // namespace loom

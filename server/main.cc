@@ -1,0 +1,84 @@
+// loomd: serves a Llama-family model over gRPC (API.md). Flags are API.md §3;
+// they are validated before anything is loaded.
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "model/model.h"
+#include "server/daemon.h"
+#include "server/log.h"
+#include "server/server_config.h"
+#include "server/signal_watcher.h"
+
+ABSL_FLAG(std::string, model, "",
+          "A .gguf file or a Hugging Face model directory. Default: $LOOM_MODEL when set, else "
+          "the bundled SmolLM2-135M-Instruct GGUF under ~/.cache/loom.");
+ABSL_FLAG(std::string, load_format, "auto", "auto, gguf, safetensors or dummy (random weights).");
+ABSL_FLAG(std::string, device, "auto", "auto (cuda when usable, else cpu), cpu or cuda.");
+ABSL_FLAG(std::string, dtype, "auto", "auto, float32, bfloat16 or float16.");
+ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
+ABSL_FLAG(int32_t, http_port, 8080, "HTTP port for /metrics, /healthz, /readyz (0: free one).");
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
+ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block: a power of two in [8, 256].");
+ABSL_FLAG(double, kv_cache_memory_fraction, 0.9,
+          "Share of free device memory that weights + KV may take (cuda).");
+ABSL_FLAG(int64_t, kv_cache_bytes, 0, "Explicit KV budget in bytes (0: sized automatically).");
+ABSL_FLAG(int32_t, max_num_seqs, 256, "Sequences per step.");
+ABSL_FLAG(int32_t, max_num_batched_tokens, 8192, "Tokens per step.");
+ABSL_FLAG(int32_t, max_model_len, 0, "Context length (0: from the model).");
+ABSL_FLAG(int32_t, max_queued_requests, 1024,
+          "Waiting requests beyond this get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(bool, enable_prefix_caching, true, "Share KV blocks of common prompt prefixes.");
+ABSL_FLAG(std::string, scheduling_policy, "fcfs", "fcfs or priority.");
+ABSL_FLAG(std::string, admission, "optimistic",
+          "optimistic (admit while blocks exist, preempt when full) or reserve (admit only "
+          "when prompt + max_tokens fit, never preempt).");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM/SIGINT: how long requests in flight may run before they are aborted.");
+ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: all cores).");
+ABSL_FLAG(std::string, served_model_name, "",
+          "Model name reported to clients (default: the "
+          "model's).");
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so that only the watcher thread takes them.
+  loom::SignalWatcher::BlockSignals();
+  absl::SetProgramUsageMessage("Serves a Llama-family model over gRPC. See README.md.");
+  absl::ParseCommandLine(argc, argv);
+
+  const char* env_model = std::getenv("LOOM_MODEL");
+  const char* home = std::getenv("HOME");
+  loom::ServerConfig config;
+  config.model =
+      loom::ResolveModelPath(absl::GetFlag(FLAGS_model), env_model != nullptr ? env_model : "",
+                             loom::DefaultModelPath(), home != nullptr ? home : "");
+  config.load_format = absl::GetFlag(FLAGS_load_format);
+  config.device = absl::GetFlag(FLAGS_device);
+  config.dtype = absl::GetFlag(FLAGS_dtype);
+  config.port = absl::GetFlag(FLAGS_port);
+  config.http_port = absl::GetFlag(FLAGS_http_port);
+  config.host = absl::GetFlag(FLAGS_host);
+  config.block_size = absl::GetFlag(FLAGS_block_size);
+  config.kv_cache_memory_fraction = absl::GetFlag(FLAGS_kv_cache_memory_fraction);
+  config.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
+  config.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  config.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  config.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  config.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
+  config.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  config.scheduling_policy = absl::GetFlag(FLAGS_scheduling_policy);
+  config.admission = absl::GetFlag(FLAGS_admission);
+  config.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  config.threads = absl::GetFlag(FLAGS_threads);
+  config.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  if (absl::Status st = loom::ValidateServerConfig(config); !st.ok()) {
+    loom::LogLine(absl::StrCat("invalid flags: --", st.message()));
+    return 2;
+  }
+  loom::SignalWatcher watcher;
+  return loom::RunDaemon(config, watcher);
+}
