@@ -1,8 +1,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -39,11 +39,19 @@ std::set<std::string> ContractNames() {
   const size_t end = doc.find("## 3.", begin);
   EXPECT_NE(begin, std::string::npos);
   const std::string section = doc.substr(begin, end - begin);
-  const std::regex name(R"(\b((loom|process)_[a-z_]+))");
+  // Metric names: a "loom_" or "process_" word of lowercase letters and '_'.
   std::set<std::string> names;
-  for (auto it = std::sregex_iterator(section.begin(), section.end(), name);
-       it != std::sregex_iterator(); ++it) {
-    names.insert((*it)[1]);
+  for (size_t at = 0; at < section.size(); ++at) {
+    const bool word_start = at == 0 || !(std::islower(section[at - 1]) || section[at - 1] == '_');
+    if (!word_start ||
+        (section.compare(at, 5, "loom_") != 0 && section.compare(at, 8, "process_") != 0)) {
+      continue;
+    }
+    size_t end = at;
+    while (end < section.size() && (std::islower(section[end]) || section[end] == '_')) ++end;
+    // The bare prefix "loom_" of the table's preamble is no name.
+    if (section[end - 1] != '_') names.insert(section.substr(at, end - at));
+    at = end;
   }
   return names;
 }
