@@ -26,7 +26,9 @@ std::vector<std::vector<int32_t>> RandomPrompts(int32_t num_prompts, int32_t num
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(num_prompts));
   for (auto& prompt : prompts) {
     prompt.resize(static_cast<size_t>(num_tokens));
-    for (int32_t& t : prompt) t = token(rng);
+    for (int32_t& t : prompt) {
+      t = token(rng);
+    }
   }
   return prompts;
 }
@@ -49,7 +51,9 @@ void AllocateAll(KvCacheManager& cache, const std::vector<std::vector<int32_t>>&
 }
 
 void FreeAll(KvCacheManager& cache) {
-  for (int32_t s = 0; s < kNumSeqs; ++s) cache.Free(s);
+  for (int32_t s = 0; s < kNumSeqs; ++s) {
+    cache.Free(s);
+  }
 }
 
 void SetPerBlock(benchmark::State& state, int64_t blocks_per_iteration) {
@@ -90,7 +94,7 @@ BENCHMARK(BM_Free)->ArgName("caching")->Arg(0)->Arg(1);
 // Looking up a cached prompt of range(0) tokens: every full block but the
 // last hits, and each hit costs one hash and one index probe.
 void BM_PrefixLookup(benchmark::State& state) {
-  const int32_t num_tokens = static_cast<int32_t>(state.range(0));
+  const auto num_tokens = static_cast<int32_t>(state.range(0));
   const auto prompts = RandomPrompts(1, num_tokens);
   KvCacheManager cache = FullSizePool(true);
   (void)cache.AllocateSlots(Req(0, prompts[0]), 0, num_tokens);
@@ -153,7 +157,9 @@ BENCHMARK(BM_DecodeAppend)->ArgName("caching")->Arg(0)->Arg(1);
 // allocator, not a timing: run once.
 void BM_SlotUtilisation(benchmark::State& state) {
   SlotUtilisation result;
-  for (auto _ : state) result = RunMixedWorkload(MixedWorkloadOptions{});
+  for (auto _ : state) {
+    result = RunMixedWorkload(MixedWorkloadOptions{});
+  }
   state.counters["slot_utilisation"] = result.ratio();
   state.counters["tokens_stored"] = static_cast<double>(result.tokens_stored);
   state.counters["slots_allocated"] = static_cast<double>(result.slots_allocated);

@@ -25,7 +25,9 @@ BlockHash HashBlockTokens(const BlockHash& parent, std::span<const int32_t> toke
     std::memcpy(out, token_ids.data(), token_ids.size_bytes());
     out += token_ids.size_bytes();
   }
-  if (!cache_salt.empty()) std::memcpy(out, cache_salt.data(), cache_salt.size());
+  if (!cache_salt.empty()) {
+    std::memcpy(out, cache_salt.data(), cache_salt.size());
+  }
   const XXH128_hash_t digest = XXH3_128bits(buffer.data(), buffer.size());
   return BlockHash{.lo = digest.low64, .hi = digest.high64};
 }

@@ -9,7 +9,9 @@ BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
       blocks_(static_cast<size_t>(num_blocks)),
       free_queue_(num_blocks) {
   LOOM_CACHE_CHECK(num_blocks >= 1);
-  for (BlockId id = 1; id < num_blocks; ++id) free_queue_.PushBack(id);
+  for (BlockId id = 1; id < num_blocks; ++id) {
+    free_queue_.PushBack(id);
+  }
 }
 
 size_t BlockPool::Checked(BlockId id) const {
@@ -36,7 +38,9 @@ void BlockPool::Allocate(int32_t n, std::vector<BlockId>* out) {
 
 std::optional<BlockId> BlockPool::Lookup(const BlockHash& hash) const {
   const auto it = index_.find(hash);
-  if (it == index_.end()) return std::nullopt;
+  if (it == index_.end()) {
+    return std::nullopt;
+  }
   return it->second;
 }
 
@@ -45,7 +49,9 @@ void BlockPool::Touch(BlockId id) {
   if (block.ref_cnt == 0) {
     free_queue_.Remove(id);
     ++num_used_;
-    if (block.cached) --num_cached_free_;
+    if (block.cached) {
+      --num_cached_free_;
+    }
   }
   ++block.ref_cnt;
 }
@@ -53,7 +59,9 @@ void BlockPool::Touch(BlockId id) {
 void BlockPool::Release(BlockId id) {
   Block& block = blocks_[Checked(id)];
   LOOM_CACHE_CHECK(block.ref_cnt > 0);
-  if (--block.ref_cnt > 0) return;
+  if (--block.ref_cnt > 0) {
+    return;
+  }
   --num_used_;
   if (block.cached) {
     free_queue_.PushBack(id);
@@ -66,19 +74,25 @@ void BlockPool::Release(BlockId id) {
 void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
   Block& block = blocks_[Checked(id)];
   LOOM_CACHE_CHECK(block.ref_cnt > 0);
-  if (!enable_caching_) return;
+  if (!enable_caching_) {
+    return;
+  }
   if (block.cached) {
     LOOM_CACHE_CHECK(block.hash == hash);
     return;
   }
-  if (!index_.try_emplace(hash, id).second) return;
+  if (!index_.try_emplace(hash, id).second) {
+    return;
+  }
   block.cached = true;
   block.hash = hash;
 }
 
 std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
   const Block& block = blocks_[Checked(id)];
-  if (!block.cached) return std::nullopt;
+  if (!block.cached) {
+    return std::nullopt;
+  }
   return block.hash;
 }
 
@@ -103,10 +117,16 @@ void BlockPool::CheckInvariants() const {
     const Block& block = blocks_[static_cast<size_t>(id)];
     LOOM_CACHE_CHECK(block.ref_cnt >= 0);
     LOOM_CACHE_CHECK((block.ref_cnt == 0) == free_queue_.Contains(id));
-    if (block.ref_cnt > 0) ++used;
-    if (!block.cached) continue;
+    if (block.ref_cnt > 0) {
+      ++used;
+    }
+    if (!block.cached) {
+      continue;
+    }
     ++cached;
-    if (block.ref_cnt == 0) ++cached_free;
+    if (block.ref_cnt == 0) {
+      ++cached_free;
+    }
     const auto it = index_.find(block.hash);
     LOOM_CACHE_CHECK(it != index_.end() && it->second == id);
   }

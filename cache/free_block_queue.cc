@@ -65,7 +65,9 @@ void FreeBlockQueue::CheckInvariants() const {
   LOOM_CACHE_CHECK(visited == size_);
   int32_t linked = 0;
   for (BlockId id = 0; id < sentinel_; ++id) {
-    if (Contains(id)) ++linked;
+    if (Contains(id)) {
+      ++linked;
+    }
   }
   LOOM_CACHE_CHECK(linked == size_);
 }

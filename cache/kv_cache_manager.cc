@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <ranges>
 
 #include "cache/check.h"
 
@@ -17,14 +18,16 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
 
 BlockHash KvCacheManager::HashBlock(const CacheRequest& req, const BlockHash& parent,
                                     size_t index) const {
-  const size_t block_size = static_cast<size_t>(block_size_);
+  const auto block_size = static_cast<size_t>(block_size_);
   return HashBlockTokens(parent, req.token_ids.subspan(index * block_size, block_size),
                          req.cache_salt);
 }
 
 ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
   ComputedBlocks computed;
-  if (!enable_prefix_caching_) return computed;
+  if (!enable_prefix_caching_) {
+    return computed;
+  }
   const auto it = seqs_.find(req.seq_id);
   LOOM_CACHE_CHECK(it == seqs_.end() || it->second.block_table.empty());
   // Leave the last token uncovered even when the prompt fills whole blocks.
@@ -35,7 +38,9 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
   for (size_t i = 0; i < max_blocks; ++i) {
     const BlockHash hash = HashBlock(req, parent, i);
     const std::optional<BlockId> block = pool_.Lookup(hash);
-    if (!block.has_value()) break;
+    if (!block.has_value()) {
+      break;
+    }
     computed.blocks.push_back(*block);
     parent = hash;
   }
@@ -80,9 +85,11 @@ std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
       std::max<int64_t>(0, num_required - static_cast<int64_t>(num_held + hits.size())));
   // Reviving a free hit block takes it out of the free queue just like a new
   // block, so it counts against the free blocks too.
-  const int32_t num_revived = static_cast<int32_t>(
+  const auto num_revived = static_cast<int32_t>(
       std::count_if(hits.begin(), hits.end(), [&](BlockId id) { return pool_.ref_cnt(id) == 0; }));
-  if (num_new_blocks + num_revived > pool_.NumFreeBlocks()) return std::nullopt;
+  if (num_new_blocks + num_revived > pool_.NumFreeBlocks()) {
+    return std::nullopt;
+  }
 
   Sequence& seq = seqs_[req.seq_id];
   for (size_t i = 0; i < hits.size(); ++i) {
@@ -91,7 +98,9 @@ std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
     seq.block_hashes.push_back(hit_hashes[i]);
   }
   pool_.Allocate(num_new_blocks, &seq.block_table);
-  if (enable_prefix_caching_) CacheFullBlocks(req, num_tokens, seq);
+  if (enable_prefix_caching_) {
+    CacheFullBlocks(req, num_tokens, seq);
+  }
   return std::vector<BlockId>(seq.block_table.end() - num_new_blocks, seq.block_table.end());
 }
 
@@ -116,7 +125,7 @@ void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t n
   const auto child_it = seqs_.find(child_seq_id);
   LOOM_CACHE_CHECK(child_it == seqs_.end() || child_it->second.block_table.empty());
   const Sequence& parent = parent_it->second;
-  const size_t num_shared = static_cast<size_t>(num_tokens / block_size_);
+  const auto num_shared = static_cast<size_t>(num_tokens / block_size_);
   LOOM_CACHE_CHECK(num_shared <= parent.block_table.size());
 
   // Built aside: inserting into seqs_ may move the parent.
@@ -124,21 +133,29 @@ void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t n
   child.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + num_shared);
   const size_t num_hashes = std::min(num_shared, parent.block_hashes.size());
   child.block_hashes.assign(parent.block_hashes.begin(), parent.block_hashes.begin() + num_hashes);
-  for (BlockId id : child.block_table) pool_.Touch(id);
+  for (BlockId id : child.block_table) {
+    pool_.Touch(id);
+  }
   seqs_[child_seq_id] = std::move(child);
 }
 
 void KvCacheManager::Free(int64_t seq_id) {
   const auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return;
+  if (it == seqs_.end()) {
+    return;
+  }
   const std::vector<BlockId>& table = it->second.block_table;
-  for (auto block = table.rbegin(); block != table.rend(); ++block) pool_.Release(*block);
+  for (BlockId id : std::ranges::reverse_view(table)) {
+    pool_.Release(id);
+  }
   seqs_.erase(it);
 }
 
 std::span<const BlockId> KvCacheManager::BlockTable(int64_t seq_id) const {
   const auto it = seqs_.find(seq_id);
-  if (it == seqs_.end()) return {};
+  if (it == seqs_.end()) {
+    return {};
+  }
   return it->second.block_table;
 }
 
@@ -173,7 +190,9 @@ void KvCacheManager::CheckInvariants() const {
       last_seen[id] = stamp;
       ++occurrences[id];
       const std::optional<BlockHash> cached = pool_.cached_hash(id);
-      if (!cached.has_value()) continue;
+      if (!cached.has_value()) {
+        continue;
+      }
       // A cached block sits where the sequence's own hash chain says it does.
       LOOM_CACHE_CHECK(i < seq.block_hashes.size() && *cached == seq.block_hashes[i]);
     }

@@ -58,7 +58,9 @@ int64_t KvBytesPerBlock(const KvCacheSpec& spec) {
   LOOM_CACHE_CHECK(ValidateKvCacheSpec(spec).ok());
   int64_t num_owners = 0;
   for (int32_t layer = 0; layer < spec.num_layers; ++layer) {
-    if (OwnsKv(spec, layer)) ++num_owners;
+    if (OwnsKv(spec, layer)) {
+      ++num_owners;
+    }
   }
   return num_owners * BytesPerLayerBlock(spec);
 }
@@ -70,7 +72,9 @@ int64_t KvBufferBytes(const KvCacheSpec& spec, int32_t num_blocks) {
 
 int32_t NumBlocksForBudget(const KvCacheSpec& spec, int64_t budget_bytes) {
   const int64_t per_block = KvBytesPerBlock(spec);
-  if (budget_bytes <= 0) return 0;
+  if (budget_bytes <= 0) {
+    return 0;
+  }
   return static_cast<int32_t>(
       std::min<int64_t>(budget_bytes / per_block, std::numeric_limits<int32_t>::max()));
 }

@@ -40,8 +40,8 @@ TEST(BlockHashTest, ChainDistinguishesEqualBlocksWithDifferentPrefixes) {
 
 TEST(BlockHashTest, UsesBothHalves) {
   const BlockHash hash = HashBlockTokens({}, kTokens, "");
-  EXPECT_NE(hash.lo, 0u);
-  EXPECT_NE(hash.hi, 0u);
+  EXPECT_NE(hash.lo, 0U);
+  EXPECT_NE(hash.hi, 0U);
   EXPECT_NE(hash.lo, hash.hi);
 }
 
@@ -52,7 +52,7 @@ TEST(BlockHashTest, WorksAsAbseilHashKey) {
     parent = HashBlockTokens(parent, std::vector<int32_t>{i, i, i, i}, "");
     EXPECT_TRUE(set.insert(parent).second);
   }
-  EXPECT_EQ(set.size(), 1000u);
+  EXPECT_EQ(set.size(), 1000U);
   EXPECT_TRUE(set.contains(parent));
   EXPECT_FALSE(set.contains(BlockHash{}));
 }

@@ -96,8 +96,12 @@ TEST(BlockPoolTest, TouchRevivesAFreeCachedBlock) {
 TEST(BlockPoolTest, AllocationEvictsLeastRecentlyFreedPrefixFirst) {
   BlockPool pool(4, true);
   Take(pool, 3);
-  for (BlockId id : {1, 2, 3}) pool.CacheFullBlock(id, Hash(id));
-  for (BlockId id : {2, 3, 1}) pool.Release(id);
+  for (BlockId id : {1, 2, 3}) {
+    pool.CacheFullBlock(id, Hash(id));
+  }
+  for (BlockId id : {2, 3, 1}) {
+    pool.Release(id);
+  }
   EXPECT_THAT(Take(pool, 1), ElementsAre(2));
   EXPECT_EQ(pool.Lookup(Hash(2)), std::nullopt);
   EXPECT_EQ(pool.cached_hash(2), std::nullopt);

@@ -14,13 +14,17 @@ TEST(FreeBlockQueueTest, StartsEmpty) {
   EXPECT_TRUE(queue.empty());
   EXPECT_EQ(queue.size(), 0);
   EXPECT_THAT(queue.ToVector(), IsEmpty());
-  for (BlockId id = 0; id < 4; ++id) EXPECT_FALSE(queue.Contains(id));
+  for (BlockId id = 0; id < 4; ++id) {
+    EXPECT_FALSE(queue.Contains(id));
+  }
   queue.CheckInvariants();
 }
 
 TEST(FreeBlockQueueTest, PushBackThenPopFrontIsFirstInFirstOut) {
   FreeBlockQueue queue(8);
-  for (BlockId id : {5, 1, 7, 3}) queue.PushBack(id);
+  for (BlockId id : {5, 1, 7, 3}) {
+    queue.PushBack(id);
+  }
   EXPECT_THAT(queue.ToVector(), ElementsAre(5, 1, 7, 3));
   EXPECT_EQ(queue.PopFront(), 5);
   EXPECT_EQ(queue.PopFront(), 1);
@@ -41,7 +45,9 @@ TEST(FreeBlockQueueTest, PushFrontIsTakenNext) {
 
 TEST(FreeBlockQueueTest, RemoveFromFrontMiddleAndBackKeepsOrder) {
   FreeBlockQueue queue(8);
-  for (BlockId id = 0; id < 6; ++id) queue.PushBack(id);
+  for (BlockId id = 0; id < 6; ++id) {
+    queue.PushBack(id);
+  }
   queue.Remove(3);
   EXPECT_THAT(queue.ToVector(), ElementsAre(0, 1, 2, 4, 5));
   queue.Remove(0);

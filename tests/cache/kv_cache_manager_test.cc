@@ -64,7 +64,7 @@ TEST(KvCacheManagerTest, DecodeTakesANewBlockOnlyAtABoundary) {
   }
   tokens.push_back(12);
   EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 12, 1), Optional(ElementsAre(4)));
-  EXPECT_EQ(cache.BlockTable(1).size(), 4u);
+  EXPECT_EQ(cache.BlockTable(1).size(), 4U);
   cache.CheckInvariants();
 }
 
@@ -208,7 +208,7 @@ TEST(KvCacheManagerTest, RevivedHitBlocksCountAgainstFreeBlocks) {
   ASSERT_EQ(cache.NumFreeBlocks(), 2);
   // Two revived hits plus one new block need three free blocks.
   const ComputedBlocks hits = cache.GetComputedBlocks(Req(3, a));
-  ASSERT_EQ(hits.blocks.size(), 2u);
+  ASSERT_EQ(hits.blocks.size(), 2U);
   EXPECT_EQ(cache.AllocateSlots(Req(3, a), 0, 1, &hits), std::nullopt);
   EXPECT_EQ(cache.NumFreeBlocks(), 2);
   EXPECT_EQ(cache.Stats().num_cached_free, 2);
@@ -216,7 +216,7 @@ TEST(KvCacheManagerTest, RevivedHitBlocksCountAgainstFreeBlocks) {
   cache.CheckInvariants();
   cache.Free(2);
   const ComputedBlocks again = cache.GetComputedBlocks(Req(3, a));
-  EXPECT_EQ(again.blocks.size(), 2u);
+  EXPECT_EQ(again.blocks.size(), 2U);
   EXPECT_TRUE(cache.AllocateSlots(Req(3, a), 0, 1, &again).has_value());
   cache.CheckInvariants();
 }
@@ -234,7 +234,7 @@ void ExpectForkSharesFullBlocks(bool caching) {
   // The child recomputes the partial block itself.
   const std::optional<std::vector<BlockId>> added = cache.AllocateSlots(Req(2, prompt), 8, 2);
   ASSERT_TRUE(added.has_value());
-  ASSERT_EQ(added->size(), 1u);
+  ASSERT_EQ(added->size(), 1U);
   EXPECT_NE((*added)[0], cache.BlockTable(1)[2]);
   EXPECT_EQ(cache.Stats().num_used, 4);
   cache.Free(1);
@@ -259,7 +259,9 @@ TEST(KvCacheManagerTest, PrefixCachingOffSharesNothing) {
   EXPECT_EQ(Admit(cache, Req(1, tokens)), 0);
   EXPECT_EQ(Admit(cache, Req(2, tokens)), 0);
   const std::span<const BlockId> a = cache.BlockTable(1);
-  for (BlockId id : cache.BlockTable(2)) EXPECT_THAT(a, ::testing::Not(::testing::Contains(id)));
+  for (BlockId id : cache.BlockTable(2)) {
+    EXPECT_THAT(a, ::testing::Not(::testing::Contains(id)));
+  }
   cache.Free(1);
   EXPECT_EQ(cache.Stats().num_cached_free, 0);
   EXPECT_EQ(cache.Stats().prefix_query_tokens, 0);
@@ -313,7 +315,7 @@ TEST(KvCacheManagerDeathTest, RejectsStaleHitsAndImpossibleRanges) {
   Admit(cache, Req(1, a));
   cache.Free(1);
   const ComputedBlocks hits = cache.GetComputedBlocks(Req(2, a));
-  ASSERT_EQ(hits.blocks.size(), 2u);
+  ASSERT_EQ(hits.blocks.size(), 2U);
   const std::vector<int32_t> other = Tokens(12, 700);
   ASSERT_TRUE(cache.AllocateSlots(Req(3, other), 0, 12).has_value());  // evicts a's prefix
   cache.Free(3);

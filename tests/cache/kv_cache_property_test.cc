@@ -32,9 +32,11 @@ struct SeqModel {
 
 // Fingerprint of (salt, tokens[0..=pos]) for every pos.
 std::vector<uint64_t> PrefixFingerprints(const SeqModel& seq) {
-  uint64_t fp = 1469598103934665603ull;
-  auto mix = [&fp](uint64_t value) { fp = (fp ^ value) * 1099511628211ull; };
-  for (char c : seq.salt) mix(static_cast<unsigned char>(c));
+  uint64_t fp = 1469598103934665603ULL;
+  auto mix = [&fp](uint64_t value) { fp = (fp ^ value) * 1099511628211ULL; };
+  for (char c : seq.salt) {
+    mix(static_cast<unsigned char>(c));
+  }
   mix(0xffff);
   std::vector<uint64_t> fps;
   for (int32_t token : seq.tokens) {
@@ -66,9 +68,13 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
   int64_t PickSeq(Pred pred) {
     std::vector<int64_t> ids;
     for (const auto& [id, seq] : seqs_) {
-      if (pred(seq)) ids.push_back(id);
+      if (pred(seq)) {
+        ids.push_back(id);
+      }
     }
-    if (ids.empty()) return -1;
+    if (ids.empty()) {
+      return -1;
+    }
     return ids[static_cast<size_t>(Uniform(0, static_cast<int32_t>(ids.size()) - 1))];
   }
 
@@ -82,7 +88,9 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     SeqModel seq;
     const auto& stem = kStems[static_cast<size_t>(Uniform(0, 2))];
     seq.tokens.assign(stem.begin(), stem.begin() + Uniform(1, static_cast<int32_t>(stem.size())));
-    for (int32_t i = Uniform(0, 6); i > 0; --i) seq.tokens.push_back(Uniform(0, 3));
+    for (int32_t i = Uniform(0, 6); i > 0; --i) {
+      seq.tokens.push_back(Uniform(0, 3));
+    }
     seq.salt = Uniform(0, 3) == 0 ? "tenant" : "";
     return seq;
   }
@@ -121,7 +129,9 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     const KvCacheStats before = cache_.Stats();
     int32_t num_revived = 0;
     if (hits != nullptr) {
-      for (BlockId block : hits->blocks) num_revived += cache_.pool().ref_cnt(block) == 0;
+      for (BlockId block : hits->blocks) {
+        num_revived += static_cast<int>(cache_.pool().ref_cnt(block) == 0);
+      }
     }
     if (cache_.AllocateSlots(Req(id), seq.num_computed, n, hits).has_value()) {
       // Free cached blocks leave the free queue by revival or by eviction.
@@ -130,7 +140,7 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
       ASSERT_GE(num_evicted, 0);
       num_evictions_ += num_evicted;
       num_revivals_ += num_revived;
-      const int32_t start = seq.num_computed + (hits ? hits->num_computed_tokens : 0);
+      const int32_t start = seq.num_computed + (hits != nullptr ? hits->num_computed_tokens : 0);
       seq.running = true;
       seq.num_computed = start + n;
       Write(id, start, start + n);
@@ -141,7 +151,9 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     ASSERT_EQ(after.num_free, before.num_free);
     ASSERT_EQ(after.num_cached_free, before.num_cached_free);
     const int64_t victim = PickSeq([](const SeqModel& s) { return s.running; });
-    if (victim < 0) return;
+    if (victim < 0) {
+      return;
+    }
     cache_.Free(victim);
     seqs_.at(victim).running = false;
     seqs_.at(victim).num_computed = 0;
@@ -160,18 +172,26 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     for (int32_t pos = 0; pos < hits.num_computed_tokens; ++pos) {
       ASSERT_EQ(slots_[hits.blocks[pos / kBlockSize]][pos % kBlockSize], fps[pos]);
     }
-    if (!hits.blocks.empty()) ++num_hits_;
+    if (!hits.blocks.empty()) {
+      ++num_hits_;
+    }
     const int32_t remaining = static_cast<int32_t>(seq.tokens.size()) - hits.num_computed_tokens;
     Schedule(id, Uniform(1, remaining), &hits);
   }
 
   void Step() {
     const int64_t id = PickSeq([](const SeqModel& s) { return s.running; });
-    if (id < 0) return;
+    if (id < 0) {
+      return;
+    }
     SeqModel& seq = seqs_.at(id);
-    if (seq.tokens.size() >= kMaxTokens) return Finish(id);
+    if (seq.tokens.size() >= kMaxTokens) {
+      return Finish(id);
+    }
     const int32_t remaining = static_cast<int32_t>(seq.tokens.size()) - seq.num_computed;
-    if (remaining > 0) return Schedule(id, Uniform(1, remaining), nullptr);
+    if (remaining > 0) {
+      return Schedule(id, Uniform(1, remaining), nullptr);
+    }
     seq.tokens.push_back(Uniform(0, 3));
     Schedule(id, 1, nullptr);
   }
@@ -183,7 +203,9 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
 
   void Fork() {
     const int64_t parent = PickSeq([](const SeqModel& s) { return s.running; });
-    if (parent < 0 || seqs_.size() >= kMaxSeqs) return;
+    if (parent < 0 || seqs_.size() >= kMaxSeqs) {
+      return;
+    }
     const int64_t child = next_id_++;
     const SeqModel& from = seqs_.at(parent);
     cache_.Fork(parent, child, from.num_computed);
@@ -207,20 +229,26 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
         Step();
       } else if (dice < 175) {
         const int64_t id = PickSeq([](const SeqModel&) { return true; });
-        if (id >= 0) Finish(id);
+        if (id >= 0) {
+          Finish(id);
+        }
       } else if (dice < 198) {
         Fork();
       } else {
         cache_.ResetPrefixCache();
       }
-      if (::testing::Test::HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
       cache_.CheckInvariants();
       const KvCacheStats stats = cache_.Stats();
       ASSERT_EQ(stats.num_free + stats.num_used, stats.num_blocks);
       ASSERT_LE(stats.num_cached_free, stats.num_free);
       ASSERT_LE(stats.prefix_hit_tokens, stats.prefix_query_tokens);
       CheckContents();
-      if (::testing::Test::HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
       min_free_ = std::min(min_free_, stats.num_free);
     }
   }
@@ -240,7 +268,9 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
 
 TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
   RunOps(6000);
-  if (HasFatalFailure()) return;
+  if (HasFatalFailure()) {
+    return;
+  }
   // The run exercised the paths it is meant to check.
   EXPECT_GT(num_no_room_, 50);
   EXPECT_GT(num_forks_, 50);
@@ -253,7 +283,9 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
     EXPECT_EQ(num_hits_, 0);
     EXPECT_EQ(num_evictions_, 0);
   }
-  while (!seqs_.empty()) Finish(seqs_.begin()->first);
+  while (!seqs_.empty()) {
+    Finish(seqs_.begin()->first);
+  }
   cache_.CheckInvariants();
   const KvCacheStats stats = cache_.Stats();
   EXPECT_EQ(stats.num_used, 0);
@@ -262,7 +294,7 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, KvCachePropertyTest,
-                         ::testing::Combine(::testing::Values(1u, 2u, 3u, 4u), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1U, 2U, 3U, 4U), ::testing::Bool()));
 
 }  // namespace
 }  // namespace loom
