@@ -49,7 +49,7 @@ int main() {
   cudaStream_t stream;
   LOOM_CUDA_CHECK(cudaStreamCreate(&stream));
   const double copy_bw = CopyBandwidth(stream);
-  std::printf("RESULT copy_bytes_per_s=%.4e\n", copy_bw);
+  std::printf("RESULT attn_copy copy_bytes_per_s=%.4e\n", copy_bw);
 
   const int64_t block_elems = int64_t{kKvHeads} * kBlock * kHeadDim;
   const int64_t min_bytes = int64_t{512} << 20;  // per rotation set: far beyond the L2

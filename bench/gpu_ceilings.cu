@@ -52,9 +52,9 @@ int main() {
   LOOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s sms %d l2_bytes %d\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize);
-  std::printf("copy_bytes_per_s %.4e (%.3f ms for %zu bytes read+written)\n", copy_bw, copy_ms,
-              2 * copy_bytes);
-  std::printf("gemm_bf16_flops %.4e (%.3f ms for 8192^3)\n", gemm_flops, gemm_ms);
+  std::printf("copy: %.3f ms for %zu bytes read+written; gemm: %.3f ms for 8192^3\n", copy_ms,
+              2 * copy_bytes, gemm_ms);
+  std::printf("RESULT ceilings copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", copy_bw, gemm_flops);
   LOOM_CUDA_CHECK(cudaFree(a));
   LOOM_CUDA_CHECK(cudaFree(b));
   LOOM_CUDA_CHECK(cudaFree(c));

@@ -108,7 +108,7 @@ int main() {
     return require != nullptr && std::strcmp(require, "1") == 0 ? 1 : 0;
   }
   const Ceilings ceil = MeasureCeilings();
-  std::printf("RESULT copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", ceil.copy_bw, ceil.gemm_flops);
+  std::printf("RESULT decode_ceilings copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", ceil.copy_bw, ceil.gemm_flops);
 
   const loom::ModelConfig config = Llama3_8B();
   constexpr int kContext = 1024, kMaxBatch = 256, kPrefillSeqs = 8;
@@ -162,7 +162,7 @@ int main() {
   const double prefill_flops =
       32 * (layer_flops + attn_flops) + 2.0 * tokens * 4096 * 128256 / kContext;  // LM head on last rows
   const double pre = MedianOf(prefill_s);
-  std::printf("RESULT prefill_seqs=%d prompt=%d step_ms=%.2f tokens_per_s=%.0f flops=%.4e of_gemm=%.3f\n",
+  std::printf("RESULT prefill seqs=%d prompt=%d step_ms=%.2f tokens_per_s=%.0f flops=%.4e of_gemm=%.3f\n",
               kPrefillSeqs, kContext, pre * 1e3, tokens / pre, prefill_flops / pre,
               prefill_flops / pre / ceil.gemm_flops);
 
@@ -209,6 +209,6 @@ int main() {
         batch, kContext + 1, graph_s * 1e3, eager_s * 1e3, roof * 1e3, roof / graph_s,
         eager_s / graph_s, batch / graph_s);
   }
-  std::printf("RESULT graph_speedup_b1=%.2f\n", eager_b1 / decode(1, true));
+  std::printf("RESULT graph_speedup b1=%.2f\n", eager_b1 / decode(1, true));
   return 0;
 }

@@ -94,7 +94,7 @@ CudaExecutorImpl::~CudaExecutorImpl() {
 
 absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   const ModelConfig& c = config_;
-  if (c.head_dim != 64 && c.head_dim != 128) {
+  if (c.head_dim != 16 && c.head_dim != 32 && c.head_dim != 64 && c.head_dim != 128) {
     return absl::InvalidArgumentError(absl::StrCat("head_dim ", c.head_dim, " unsupported on CUDA"));
   }
   if (c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 8) {

@@ -79,7 +79,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int chunk = begin; chunk < end; chunk += kChunk) {
     const int n = min(kChunk, end - chunk);
     // K pass: scores[g][r] = q_g . k_r for this chunk.
-    for (int r0 = warp * kRowsPerWarp + sub; r0 < n; r0 += kRowsPerIter * kUnroll) {
+    // The loop bound is warp-uniform (base, not the lane's row) so that whole
+    // warps reach the shuffles below.
+    for (int base = warp * kRowsPerWarp; base < n; base += kRowsPerIter * kUnroll) {
+      const int r0 = base + sub;
       Vec16<T> k[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -135,7 +138,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < kVec; ++e) acc[g][e] *= alpha;
     }
-    for (int r0 = warp * kRowsPerWarp + sub; r0 < n; r0 += kRowsPerIter * kUnroll) {
+    for (int base = warp * kRowsPerWarp; base < n; base += kRowsPerIter * kUnroll) {
+      const int r0 = base + sub;
       Vec16<T> v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -237,6 +241,12 @@ void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
   }
   if (p.kv.num_tokens == 0) return;
   switch (p.kv.head_dim) {
+    case 16:
+      Launch<T, 16>(p, stream);
+      break;
+    case 32:
+      Launch<T, 32>(p, stream);
+      break;
     case 64:
       Launch<T, 64>(p, stream);
       break;
@@ -244,7 +254,8 @@ void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
       Launch<T, 128>(p, stream);
       break;
     default:
-      LOOM_KERNEL_CHECK(p.kv.head_dim == 64 || p.kv.head_dim == 128);
+      LOOM_KERNEL_CHECK(p.kv.head_dim == 16 || p.kv.head_dim == 32 || p.kv.head_dim == 64 ||
+                        p.kv.head_dim == 128);
   }
 }
 

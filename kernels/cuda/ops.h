@@ -30,7 +30,7 @@ void SiluMul(const SiluMulParams<T>& p, cudaStream_t stream);
 
 // Decodes (one query token per sequence) with partition_size > 0 run the
 // split-K kernel and its reduce; every other step runs one pass per token with
-// an online softmax over its whole context. head_dim 64, 128 or 256; at most
+// an online softmax over its whole context. head_dim 16, 32, 64 or 128; at most
 // 8 query heads per kv head.
 template <typename T>
 void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream);

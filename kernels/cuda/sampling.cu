@@ -41,7 +41,7 @@ __device__ Best BlockBest(Best b, Best* scratch) {
   __syncthreads();
   if (lane == 0) scratch[warp] = b;
   __syncthreads();
-  b = lane < kThreads / 32 ? scratch[lane] : Best{-FLT_MAX, INT_MAX};
+  b = lane < kThreads / 32 ? scratch[lane] : Best{-INFINITY, INT_MAX};
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, b.v, o);
@@ -53,7 +53,7 @@ __device__ Best BlockBest(Best b, Best* scratch) {
 
 // The best candidate strictly after (prev_v, prev_i) in candidate order.
 __device__ Best NextBest(const float* row, int vocab, float prev_v, int prev_i, Best* scratch) {
-  Best b{-FLT_MAX, INT_MAX};
+  Best b{-INFINITY, INT_MAX};
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     const float v = row[i];
     if (Before(prev_v, prev_i, v, i) && Before(v, i, b.v, b.i)) b = {v, i};
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
   __syncthreads();
 
   // 3. log_softmax statistics and the top logprobs.
-  const Best top = NextBest(logits, vocab, FLT_MAX, -1, best_scratch);
+  const Best top = NextBest(logits, vocab, INFINITY, -1, best_scratch);
   float z = 0.0f;
   for (int i = threadIdx.x; i < vocab; i += kThreads) z += expf(logits[i] - top.v);
   const float log_z = logf(BlockSum(z, scratch)) + top.v;

@@ -79,6 +79,8 @@ kernels::PagedKv<T> View(const Shape& s, const Step& st, T* k, T* v) {
 const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       {1, 1, 64, {{0, 1}}},
+      {2, 2, 16, {{0, 9}, {30, 1}, {70, 20}}},                      // tiny-model heads
+      {1, 4, 32, {{200, 1}, {5, 1}}},
       {2, 4, 128, {{0, 5}, {17, 1}, {100, 30}}},                    // mixed
       {8, 4, 128, {{1023, 1}, {300, 1}, {4000, 1}, {16, 1}}},       // decodes
       {4, 8, 64, {{0, 40}, {64, 33}}},                              // prefill over a prefix
