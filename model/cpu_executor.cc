@@ -26,9 +26,14 @@ CpuExecutor::CpuExecutor(const ModelConfig& config, int32_t threads)
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedModel& model,
                                                                  const ExecutorOptions& options) {
-  if (options.dtype != "auto" && options.dtype != "float32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dtype ", options.dtype, " is not supported on cpu (float32 only)"));
+  LinearDType dtype;
+  if (options.dtype == "auto" || options.dtype == "bfloat16") {
+    dtype = LinearDType::kBFloat16;
+  } else if (options.dtype == "float32") {
+    dtype = LinearDType::kFloat32;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype ", options.dtype, " is not supported on cpu (auto, bfloat16, float32)"));
   }
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("block_size ", options.block_size));
@@ -41,7 +46,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
                                                    c.head_dim));
   }
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(c, options.threads));
-  absl::StatusOr<LlamaWeights> weights = LoadLlamaWeights(c, *model.weights, *e->pool_);
+  absl::StatusOr<LlamaWeights> weights = LoadLlamaWeights(c, *model.weights, dtype, *e->pool_);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_);
@@ -78,7 +83,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   g.block_size = kv_.block_size;
   g.max_model_len = max_model_len_;
   g.device = "cpu";
-  g.dtype = "float32";
+  g.dtype = weights_.lm_head.dtype == LinearDType::kBFloat16 ? "bfloat16" : "float32";
   return g;
 }
 

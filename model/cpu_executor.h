@@ -1,6 +1,8 @@
-// The CPU backend: float32 weights and KV pool, kernels from kernels/cpu/ on
-// the executor's own thread pool. One Execute() runs one batched forward over
-// every sequence of the plan (prefill chunks and decodes mixed), then samples.
+// The CPU backend: linear weights in bfloat16 (dtype auto: decode is bound by
+// weight bytes) or float32 (exact against float32 references), KV pool and
+// activations in float32, kernels from kernels/cpu/ on the executor's own
+// thread pool. One Execute() runs one batched forward over every sequence of
+// the plan (prefill chunks and decodes mixed), then samples.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/check.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/rms_norm.h"
@@ -21,19 +22,15 @@ namespace kc = kernels::cpu;
 // so a few long sequences still spread over every thread.
 constexpr int32_t kPartitionSize = 256;
 
-void Linear(const float* x, int32_t m, int32_t k, const std::vector<float>& w,
-            const std::vector<float>& bias, float* y, int32_t n, kernels::ParallelFor& pool) {
-  kernels::MatmulParams<float> p;
-  p.x = x;
-  p.w = w.data();
-  p.bias = bias.empty() ? nullptr : bias.data();
-  p.y = y;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.ldx = k;
-  p.ldy = n;
-  kc::Matmul(p, pool);
+// y[m, w.n] = x[m, w.k] W^T (+ bias).
+void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
+            kernels::ParallelFor& pool) {
+  const float* bias = w.bias.empty() ? nullptr : w.bias.data();
+  if (w.dtype == LinearDType::kBFloat16) {
+    kc::MatmulBf16({x, w.bf16.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
+    return;
+  }
+  kc::Matmul({x, w.f32.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
 }
 
 }  // namespace
@@ -87,16 +84,7 @@ void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelF
                final_normed_.data(), rows, hidden, c.rms_norm_eps},
               pool);
   logits.resize(static_cast<size_t>(rows) * c.vocab_size);
-  kernels::MatmulParams<float> p;
-  p.x = final_normed_.data();
-  p.w = weights_.LmHead();
-  p.y = logits.data();
-  p.m = rows;
-  p.n = c.vocab_size;
-  p.k = hidden;
-  p.ldx = hidden;
-  p.ldy = c.vocab_size;
-  kc::Matmul(p, pool);
+  Linear(final_normed_.data(), rows, weights_.lm_head, logits.data(), pool);
 }
 
 void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
@@ -115,7 +103,7 @@ void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
   kc::RmsNorm({index == 0 ? nullptr : proj_.data(), residual_.data(), w.input_norm.data(),
                normed_.data(), t, hidden, c.rms_norm_eps},
               pool);
-  Linear(normed_.data(), t, hidden, w.qkv, w.qkv_bias, qkv_.data(), qkv_width, pool);
+  Linear(normed_.data(), t, w.qkv, qkv_.data(), pool);
 
   kernels::PagedKv<float> view;
   view.k_cache = kv.k[index].data();
@@ -166,14 +154,14 @@ void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
   }
   kc::PagedAttention(attn, pool);
 
-  Linear(attn_.data(), t, q_width, w.o_proj, {}, proj_.data(), hidden, pool);
+  Linear(attn_.data(), t, w.o_proj, proj_.data(), pool);
   kc::RmsNorm({proj_.data(), residual_.data(), w.post_norm.data(), normed_.data(), t, hidden,
                c.rms_norm_eps},
               pool);
-  Linear(normed_.data(), t, hidden, w.gate_up, {}, gate_up_.data(), 2 * inter, pool);
+  Linear(normed_.data(), t, w.gate_up, gate_up_.data(), pool);
   kc::SiluMul({gate_up_.data(), gate_up_.data() + inter, act_.data(), t, inter, 2 * inter, inter},
               pool);
-  Linear(act_.data(), t, inter, w.down, {}, proj_.data(), hidden, pool);
+  Linear(act_.data(), t, w.down, proj_.data(), pool);
 }
 
 }  // namespace loom

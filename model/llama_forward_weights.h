@@ -1,6 +1,7 @@
-// The CPU forward pass's copy of a Llama-family model's weights: float32,
-// with q/k/v and gate/up fused into one matrix each so that a layer runs two
-// input GEMMs instead of five. Converted from any WeightStore dtype at load.
+// The CPU forward pass's copy of a Llama-family model's weights, converted at
+// load from any WeightStore dtype to float32 or bfloat16 (linear layers; norms
+// and the embedding table stay float32), with q/k/v and gate/up fused into one
+// matrix each so that a layer runs two input GEMMs instead of five.
 #pragma once
 
 #include <cstdint>
@@ -13,28 +14,40 @@
 
 namespace loom {
 
+enum class LinearDType { kFloat32, kBFloat16 };
+
+// A linear layer's weight [n, k] (rows = output features), in one of two forms.
+struct LinearWeight {
+  LinearDType dtype = LinearDType::kFloat32;
+  int32_t n = 0;
+  int32_t k = 0;
+  std::vector<float> f32;      // [n, k] when kFloat32
+  std::vector<uint16_t> bf16;  // [n, k] when kBFloat16
+  std::vector<float> bias;     // [n], or empty
+
+  int64_t NumBytes() const;
+};
+
 struct LlamaLayerWeights {
   std::vector<float> input_norm;  // [hidden]
-  std::vector<float> qkv;         // [(heads + 2 * kv_heads) * head_dim, hidden]
-  std::vector<float> qkv_bias;    // same rows, or empty without attention_bias
-  std::vector<float> o_proj;      // [hidden, heads * head_dim]
+  LinearWeight qkv;               // [(heads + 2 * kv_heads) * head_dim, hidden]
+  LinearWeight o_proj;            // [hidden, heads * head_dim]
   std::vector<float> post_norm;   // [hidden]
-  std::vector<float> gate_up;     // [2 * intermediate, hidden]: gate rows, then up rows
-  std::vector<float> down;        // [hidden, intermediate]
+  LinearWeight gate_up;           // [2 * intermediate, hidden]: gate rows, then up rows
+  LinearWeight down;              // [hidden, intermediate]
 };
 
 struct LlamaWeights {
-  std::vector<float> embed;    // [vocab, hidden]
-  std::vector<float> lm_head;  // [vocab, hidden]; empty when tied to embed
+  std::vector<float> embed;  // [vocab, hidden]
+  LinearWeight lm_head;      // [vocab, hidden]; a copy of embed when tied
   std::vector<float> final_norm;
   std::vector<LlamaLayerWeights> layers;
 
-  const float* LmHead() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
   int64_t NumBytes() const;
 };
 
 // NOT_FOUND / INVALID_ARGUMENT when a tensor is missing or has the wrong shape.
 absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelConfig& config, const WeightStore& store,
-                                              kernels::ParallelFor& pool);
+                                              LinearDType dtype, kernels::ParallelFor& pool);
 
 }  // namespace loom

@@ -4,9 +4,10 @@
 
 namespace loom::kernels::cpu {
 
-enum class SimdLevel { kScalar, kAvx2, kAvx512 };
+// Ordered: each level implies the ones before it.
+enum class SimdLevel { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 
-// Detected once; LOOM_SIMD=scalar|avx2 in the environment caps it, to compare
+// Detected once; LOOM_SIMD=scalar|avx2 in the environment (or avx512) caps it, to compare
 // paths in benchmarks. Kernels with several paths also take an explicit level.
 SimdLevel DetectedSimd();
 const char* SimdName(SimdLevel level);

@@ -143,6 +143,7 @@ constexpr TileFn kTiles[kMr][kNr] = {
 
 const TileFn (*TilesFor(SimdLevel level))[kNr] {
   switch (level) {
+    case SimdLevel::kAvx512Bf16:
     case SimdLevel::kAvx512:
       return kTiles<Avx512K>;
     case SimdLevel::kAvx2:

@@ -7,14 +7,21 @@
 namespace loom::kernels::cpu {
 namespace {
 
-// About 20-50 microseconds of polling before a worker goes to sleep: longer
-// than the gap between two kernels of a step, far shorter than between steps.
+// Polling before a worker goes to sleep: longer than the gap between two
+// kernels of a step, far shorter than between steps. Past kPauseIterations the
+// loops yield instead, so that on an oversubscribed machine a spinning thread
+// hands its core to the thread it is waiting for.
 constexpr int kSpinIterations = 20000;
+constexpr int kPauseIterations = 2000;
 
-inline void CpuRelax() {
+inline void Backoff(int iteration) {
+  if (iteration < kPauseIterations) {
 #if defined(__x86_64__)
-  __builtin_ia32_pause();
+    __builtin_ia32_pause();
 #endif
+  } else {
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace
@@ -68,7 +75,7 @@ void ThreadPool::Run(int64_t n, int64_t grain,
   }
   wake_.notify_all();
   RunChunks();
-  while (busy_workers_.load(std::memory_order_acquire) != 0) CpuRelax();
+  for (int i = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++i) Backoff(i);
 }
 
 void ThreadPool::WorkerLoop() {
@@ -76,7 +83,7 @@ void ThreadPool::WorkerLoop() {
   for (;;) {
     uint64_t current = generation_.load(std::memory_order_acquire);
     for (int i = 0; current == seen && i < kSpinIterations; ++i) {
-      CpuRelax();
+      Backoff(i);
       current = generation_.load(std::memory_order_acquire);
     }
     if (current == seen) {

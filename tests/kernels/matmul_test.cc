@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/kernels/test_util.h"
@@ -23,7 +24,8 @@ TEST(MatmulRefTest, SmallKnownProduct) {
 std::vector<SimdLevel> AvailableLevels() {
   std::vector<SimdLevel> levels = {SimdLevel::kScalar};
   if (DetectedSimd() != SimdLevel::kScalar) levels.push_back(SimdLevel::kAvx2);
-  if (DetectedSimd() == SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  if (DetectedSimd() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
+  if (DetectedSimd() >= SimdLevel::kAvx512Bf16) levels.push_back(SimdLevel::kAvx512Bf16);
   return levels;
 }
 
@@ -52,6 +54,46 @@ TEST(MatmulTest, EveryPathMatchesReferenceOnOddShapesAndStrides) {
                                             << k << " bias " << with_bias);
             ExpectClose(got, want, 2e-5f * k, 1e-5f);
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulBf16Test, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(3.140625f)), 3.140625f);  // exact in bf16
+  EXPECT_EQ(FloatToBf16(1.0f + 1.0f / 256), 0x3f80);          // tie: to even
+  EXPECT_EQ(FloatToBf16(1.0f + 3.0f / 256), 0x3f82);          // tie: to even (up)
+}
+
+TEST(MatmulBf16Test, EveryPathMatchesReference) {
+  ThreadPool pool(3);
+  uint32_t seed = 100;
+  for (SimdLevel level : AvailableLevels()) {
+    for (int32_t m : {1, 4, 7}) {
+      for (int32_t n : {3, 16, 37}) {
+        for (int32_t k : {5, 16, 48, 576}) {
+          const int32_t ldx = k + 1;
+          const int32_t ldy = n + 3;
+          std::vector<float> x = RandomVector(static_cast<size_t>(m) * ldx, ++seed);
+          const std::vector<float> wf = RandomVector(static_cast<size_t>(n) * k, ++seed);
+          const std::vector<float> bias = RandomVector(n, ++seed);
+          std::vector<uint16_t> w;
+          for (float v : wf) w.push_back(FloatToBf16(v));
+          std::vector<float> got(static_cast<size_t>(m) * ldy, 0.0f);
+          MatmulBf16(
+              MatmulBf16Params{x.data(), w.data(), bias.data(), got.data(), m, n, k, ldx, ldy},
+              pool, level);
+          // The vdpbf16ps path multiplies x rounded to bfloat16: so does its reference.
+          if (level == SimdLevel::kAvx512Bf16) {
+            for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));
+          }
+          std::vector<float> want(got.size(), 0.0f);
+          MatmulBf16Ref({x.data(), w.data(), bias.data(), want.data(), m, n, k, ldx, ldy});
+          SCOPED_TRACE(testing::Message()
+                       << SimdName(level) << " m " << m << " n " << n << " k " << k);
+          ExpectClose(got, want, 2e-5f * k, 1e-5f);
         }
       }
     }

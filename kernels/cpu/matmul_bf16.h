@@ -1,0 +1,33 @@
+// y = x W^T with W stored as bfloat16 (half the bytes of float32, which is what
+// bounds decode on the CPU) and x, y in float32. On CPUs with AVX512-BF16, x is
+// rounded to bfloat16 and multiplied with vdpbf16ps (float32 accumulation);
+// elsewhere W is widened to float32 on the fly and x stays exact.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/parallel.h"
+
+namespace loom::kernels::cpu {
+
+struct MatmulBf16Params {
+  const float* x = nullptr;     // [m, k], row stride ldx
+  const uint16_t* w = nullptr;  // [n, k] bfloat16 bits, row stride k
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;           // [m, n], row stride ldy
+  int32_t m = 0;
+  int32_t n = 0;
+  int32_t k = 0;
+  int32_t ldx = 0;
+  int32_t ldy = 0;
+};
+
+// Round to nearest even, as torch's .to(torch.bfloat16).
+uint16_t FloatToBf16(float v);
+float Bf16ToFloat(uint16_t v);
+
+void MatmulBf16Ref(const MatmulBf16Params& p);
+void MatmulBf16(const MatmulBf16Params& p, ParallelFor& pool, SimdLevel level = DetectedSimd());
+
+}  // namespace loom::kernels::cpu
