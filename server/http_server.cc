@@ -32,14 +32,20 @@ bool IsGetOrHead(mg_connection* conn) {
 }
 
 int HandleMetrics(mg_connection* conn, void* data) {
-  if (!IsGetOrHead(conn)) return Respond(conn, 405, "text/plain", "method not allowed\n");
+  if (!IsGetOrHead(conn)) {
+    return Respond(conn, 405, "text/plain", "method not allowed\n");
+  }
   const auto* handlers = static_cast<const HttpHandlers*>(data);
   return Respond(conn, 200, "text/plain; version=0.0.4; charset=utf-8", handlers->metrics());
 }
 
 int HandleProbe(mg_connection* conn, const std::function<bool()>& probe) {
-  if (!IsGetOrHead(conn)) return Respond(conn, 405, "text/plain", "method not allowed\n");
-  if (probe()) return Respond(conn, 200, "text/plain", "ok\n");
+  if (!IsGetOrHead(conn)) {
+    return Respond(conn, 405, "text/plain", "method not allowed\n");
+  }
+  if (probe()) {
+    return Respond(conn, 200, "text/plain", "ok\n");
+  }
   return Respond(conn, 503, "text/plain", "unavailable\n");
 }
 
@@ -53,7 +59,7 @@ int HandleReadyz(mg_connection* conn, void* data) {
 
 // civetweb prints to stderr by default; loomd logs through absl instead and
 // an HTTP client hanging up is not worth a line.
-int SilenceLog(const mg_connection*, const char*) { return 1; }
+int SilenceLog(const mg_connection* /*unused*/, const char* /*unused*/) { return 1; }
 
 }  // namespace
 
@@ -84,7 +90,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   mg_set_request_handler(server->context_, "/readyz$", HandleReadyz, &server->handlers_);
   mg_server_port bound[4] = {};
   const int count = mg_get_server_ports(server->context_, 4, bound);
-  if (count < 1) return absl::InternalError(absl::StrCat("HTTP server on ", ports, " has no port"));
+  if (count < 1) {
+    return absl::InternalError(absl::StrCat("HTTP server on ", ports, " has no port"));
+  }
   server->port_ = bound[0].port;
   return server;
 }

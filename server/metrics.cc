@@ -26,7 +26,9 @@ constexpr const char* kGenerationMethods[] = {"Generate", "GenerateStream", "Tok
 // several orders of magnitude, so the bounds grow geometrically.
 Histogram::BucketBoundaries PowersOfTwo(double max) {
   Histogram::BucketBoundaries bounds;
-  for (double bound = 1; bound <= max; bound *= 2) bounds.push_back(bound);
+  for (double bound = 1; bound <= max; bound *= 2) {
+    bounds.push_back(bound);
+  }
   return bounds;
 }
 
@@ -104,14 +106,18 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
 void MetricsRegistry::OnRequestFinished(FinishLabel label, const Usage& usage) {
   requests_[static_cast<size_t>(label)]->Increment();
   // A rejected request never reached the queue: it has no latencies or tokens.
-  if (label == FinishLabel::kRejected) return;
+  if (label == FinishLabel::kRejected) {
+    return;
+  }
   prompt_tokens_->Increment(usage.prompt_tokens);
   generation_tokens_->Increment(usage.completion_tokens);
   request_prompt_tokens_->Observe(usage.prompt_tokens);
   request_generation_tokens_->Observe(usage.completion_tokens);
   request_duration_->Observe(usage.total_seconds);
   queue_time_->Observe(usage.queue_seconds);
-  if (usage.completion_tokens > 0) time_to_first_token_->Observe(usage.time_to_first_token_seconds);
+  if (usage.completion_tokens > 0) {
+    time_to_first_token_->Observe(usage.time_to_first_token_seconds);
+  }
 }
 
 void MetricsRegistry::OnStep(double step_seconds, int32_t batch_seqs, int32_t batch_tokens) {
@@ -121,7 +127,9 @@ void MetricsRegistry::OnStep(double step_seconds, int32_t batch_seqs, int32_t ba
 }
 
 void MetricsRegistry::OnInterTokenLatencies(std::span<const double> seconds) {
-  for (double interval : seconds) inter_token_latency_->Observe(interval);
+  for (double interval : seconds) {
+    inter_token_latency_->Observe(interval);
+  }
 }
 
 void MetricsRegistry::RecordGrpcRequest(std::string_view method, absl::StatusCode code) {

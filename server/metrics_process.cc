@@ -27,17 +27,27 @@ std::optional<ProcStat> ReadProcStat() {
   std::ifstream in("/proc/self/stat");
   std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = line.rfind(')');
-  if (paren == std::string::npos) return std::nullopt;
+  if (paren == std::string::npos) {
+    return std::nullopt;
+  }
   std::istringstream fields(line.substr(paren + 1));
   // Field 3 (state) is the first after the name; utime is 14, stime 15, starttime 22.
   std::string field;
   ProcStat stat;
   for (int index = 3; index <= 22 && fields >> field; ++index) {
-    if (index == 14) stat.utime_ticks = std::stoull(field);
-    if (index == 15) stat.stime_ticks = std::stoull(field);
-    if (index == 22) stat.start_ticks = std::stoull(field);
+    if (index == 14) {
+      stat.utime_ticks = std::stoull(field);
+    }
+    if (index == 15) {
+      stat.stime_ticks = std::stoull(field);
+    }
+    if (index == 22) {
+      stat.start_ticks = std::stoull(field);
+    }
   }
-  if (!fields) return std::nullopt;
+  if (!fields) {
+    return std::nullopt;
+  }
   return stat;
 }
 
@@ -48,7 +58,9 @@ std::optional<double> ReadBootTime() {
   while (in >> key) {
     if (key == "btime") {
       double btime = 0;
-      if (in >> btime) return btime;
+      if (in >> btime) {
+        return btime;
+      }
       return std::nullopt;
     }
     in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
@@ -87,7 +99,7 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
                             "Start time of the process since the epoch in seconds.",
                             MetricType::Gauge, start_time_seconds_));
   if (const std::optional<ProcStat> stat = ReadProcStat()) {
-    const double ticks = static_cast<double>(stat->utime_ticks + stat->stime_ticks);
+    const auto ticks = static_cast<double>(stat->utime_ticks + stat->stime_ticks);
     families.push_back(
         Single("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
                MetricType::Counter, ticks / static_cast<double>(sysconf(_SC_CLK_TCK))));
@@ -96,7 +108,7 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   double size_pages = 0;
   double resident_pages = 0;
   if (statm >> size_pages >> resident_pages) {
-    const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+    const auto page = static_cast<double>(sysconf(_SC_PAGESIZE));
     families.push_back(Single("process_virtual_memory_bytes", "Virtual memory size in bytes.",
                               MetricType::Gauge, size_pages * page));
     families.push_back(Single("process_resident_memory_bytes", "Resident memory size in bytes.",
