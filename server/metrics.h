@@ -50,8 +50,8 @@ class MetricsRegistry : public EngineObserver {
   void RecordGrpcRequest(std::string_view method, absl::StatusCode code);
 
   // Every metric family, in the text exposition format that /metrics serves.
-  std::string Scrape() const;
-  std::vector<prometheus::MetricFamily> Collect() const;
+  [[nodiscard]] std::string Scrape() const;
+  [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const;
 
   // Bucket bounds in seconds, 1 ms .. 60 s, shared by every latency histogram.
   static const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
