@@ -18,7 +18,7 @@ struct ChatMessage {
 };
 
 namespace jinja {
-struct Node;
+struct Program;
 }
 
 class ChatTemplate {
@@ -42,7 +42,7 @@ class ChatTemplate {
   std::string source_;
   std::string bos_token_;
   std::string eos_token_;
-  std::unique_ptr<jinja::Node> root_;
+  std::unique_ptr<jinja::Program> program_;
 };
 
 }  // namespace loom

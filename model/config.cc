@@ -59,7 +59,7 @@ absl::Status Validate(const ModelConfig& c) {
 
 }  // namespace
 
-absl::StatusOr<ModelConfig> ConfigFromJsonString(const std::string& text) {
+static absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Invalid("config.json is not a JSON object");
   ModelConfig c;
@@ -101,8 +101,17 @@ absl::StatusOr<ModelConfig> ConfigFromJsonString(const std::string& text) {
   if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer()) {
     c.bos_token_id = it->get<int32_t>();
   }
-  if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
-    const json& rs = *it;
+  // transformers 5 writes rope_parameters (theta included) instead of
+  // rope_theta + rope_scaling.
+  const json* rope = nullptr;
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
+    rope = &*it;
+    c.rope_theta = static_cast<float>(Number(*rope, "rope_theta").value_or(c.rope_theta));
+  } else if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
+    rope = &*it;
+  }
+  if (rope != nullptr) {
+    const json& rs = *rope;
     std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
     if (type == "linear") {
       c.rope_scaling = RopeScalingType::kLinear;
@@ -117,8 +126,24 @@ absl::StatusOr<ModelConfig> ConfigFromJsonString(const std::string& text) {
     c.rope_original_max_position =
         static_cast<int32_t>(Number(rs, "original_max_position_embeddings").value_or(8192));
   }
+  // Attention is always full: a sliding window (Mistral v0.1) is honoured by
+  // never running past it.
+  if (std::optional<double> window = Number(j, "sliding_window");
+      window && *window > 0 && j.value("use_sliding_window", true) &&
+      *window < c.max_position_embeddings) {
+    c.max_position_embeddings = static_cast<int32_t>(*window);
+  }
   if (absl::Status s = Validate(c); !s.ok()) return s;
   return c;
+}
+
+absl::StatusOr<ModelConfig> ConfigFromJsonString(const std::string& text) {
+  // nlohmann::json throws on a field of the wrong type: a malformed file.
+  try {
+    return ParseConfig(text);
+  } catch (const json::exception& e) {
+    return Invalid(e.what());
+  }
 }
 
 absl::StatusOr<ModelConfig> ConfigFromJson(const std::string& path) {

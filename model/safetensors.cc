@@ -20,7 +20,7 @@ absl::Status Bad(const std::string& path, absl::string_view what) {
 
 }  // namespace
 
-absl::Status LoadSafetensorsFile(const std::string& path, WeightStore& store) {
+static absl::Status LoadFile(const std::string& path, WeightStore& store) {
   absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
   if (!file.ok()) return file.status();
   std::span<const std::byte> bytes = (*file)->bytes();
@@ -74,6 +74,15 @@ absl::Status LoadSafetensorsFile(const std::string& path, WeightStore& store) {
   return absl::OkStatus();
 }
 
+absl::Status LoadSafetensorsFile(const std::string& path, WeightStore& store) {
+  // nlohmann::json throws on a field of the wrong type: a malformed file.
+  try {
+    return LoadFile(path, store);
+  } catch (const json::exception& e) {
+    return Bad(path, e.what());
+  }
+}
+
 absl::StatusOr<std::unique_ptr<WeightStore>> LoadSafetensorsDir(const std::string& dir) {
   namespace fs = std::filesystem;
   auto store = std::make_unique<WeightStore>();
@@ -85,7 +94,8 @@ absl::StatusOr<std::unique_ptr<WeightStore>> LoadSafetensorsDir(const std::strin
     std::stringstream ss;
     ss << in.rdbuf();
     json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+        !j["weight_map"].is_object()) {
       return Bad(index.string(), "no weight_map");
     }
     for (const auto& [name, shard] : j["weight_map"].items()) {

@@ -18,6 +18,7 @@ namespace loom {
 
 class GgufFile;
 class BpeModel;
+class PreTokenizer;
 
 class Tokenizer {
  public:
@@ -42,6 +43,8 @@ class Tokenizer {
   std::string TokenBytes(int32_t id) const;
   std::optional<int32_t> PieceToId(std::string_view piece) const;
   bool IsSpecial(int32_t id) const;
+  // SentencePiece decoding drops the space that encoding put before the text.
+  bool strips_leading_space() const { return strip_decoded_space_; }
 
   int32_t vocab_size() const;
   std::optional<int32_t> bos_id() const { return bos_id_; }
@@ -51,10 +54,31 @@ class Tokenizer {
   std::string eos_token() const;
 
  private:
+  // Tokens matched in the raw text before BPE (special and added tokens).
+  struct AddedToken {
+    std::string content;
+    int32_t id = 0;
+    bool lstrip = false;  // swallows the whitespace before it
+    bool rstrip = false;  // swallows the whitespace after it
+  };
+  // SentencePiece normalization: spaces become U+2581, and a U+2581 goes in
+  // front of every text segment (kAlways), only the text's start (kFirst) or none.
+  enum class SpacePrefix { kNever, kFirst, kAlways };
+
   Tokenizer();
   friend class TokenizerBuilder;
+  void EncodeSegment(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
+  // Finalizes lookup tables once the builder has filled the fields.
+  void Index();
 
   std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;
+  std::vector<AddedToken> added_;
+  std::vector<std::vector<int32_t>> added_by_first_byte_;  // indices into added_, longest first
+  std::vector<bool> special_;                              // per id
+  SpacePrefix space_prefix_ = SpacePrefix::kNever;
+  bool split_on_space_ = false;       // SentencePiece Metaspace split
+  bool strip_decoded_space_ = false;  // decoding drops one leading space
   std::optional<int32_t> bos_id_;
   std::vector<int32_t> eos_ids_;
   bool add_bos_ = false;

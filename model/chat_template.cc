@@ -1,0 +1,39 @@
+#include "model/chat_template.h"
+
+#include "model/chat_template_ast.h"
+
+namespace loom {
+
+ChatTemplate::~ChatTemplate() = default;
+
+absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromJinja(std::string source,
+                                                                      std::string bos_token,
+                                                                      std::string eos_token) {
+  absl::StatusOr<jinja::NodeList> nodes = jinja::Parse(source);
+  if (!nodes.ok()) return nodes.status();
+  std::unique_ptr<ChatTemplate> t(new ChatTemplate());
+  t->source_ = std::move(source);
+  t->bos_token_ = std::move(bos_token);
+  t->eos_token_ = std::move(eos_token);
+  t->program_ = std::make_unique<jinja::Program>();
+  t->program_->nodes = *std::move(nodes);
+  return t;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                                 bool add_generation_prompt) const {
+  jinja::Value::List list;
+  for (const ChatMessage& m : messages) {
+    list.push_back(jinja::Value::MakeDict(
+        {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}}));
+  }
+  const jinja::Value::Dict globals = {
+      {"messages", jinja::Value::MakeList(std::move(list))},
+      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+      {"bos_token", jinja::Value(bos_token_)},
+      {"eos_token", jinja::Value(eos_token_)},
+  };
+  return jinja::Render(program_->nodes, globals);
+}
+
+}  // namespace loom

@@ -1,0 +1,124 @@
+// The Jinja subset behind ChatTemplate: values, the syntax tree, and the
+// parse/render entry points. Internal to the chat template implementation.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace loom::jinja {
+
+// A Jinja value. Lists and dicts are shared, so that namespace() objects can
+// be updated through `set ns.attr = ...` from inside loops.
+class Value {
+ public:
+  struct Undefined {};
+  struct None {};
+  using List = std::vector<Value>;
+  using Dict = std::map<std::string, Value>;
+  using Data = std::variant<Undefined, None, bool, int64_t, double, std::string,
+                            std::shared_ptr<List>, std::shared_ptr<Dict>>;
+
+  Value() = default;
+  Value(None) : data_(None{}) {}
+  Value(bool b) : data_(b) {}
+  Value(int64_t i) : data_(i) {}
+  Value(double d) : data_(d) {}
+  Value(std::string s) : data_(std::move(s)) {}
+  Value(const char* s) : data_(std::string(s)) {}
+  static Value MakeList(List items = {});
+  static Value MakeDict(Dict items = {});
+
+  bool is_undefined() const { return std::holds_alternative<Undefined>(data_); }
+  bool is_none() const { return std::holds_alternative<None>(data_); }
+  bool is_bool() const { return std::holds_alternative<bool>(data_); }
+  bool is_int() const { return std::holds_alternative<int64_t>(data_); }
+  bool is_float() const { return std::holds_alternative<double>(data_); }
+  bool is_number() const { return is_int() || is_float(); }
+  bool is_string() const { return std::holds_alternative<std::string>(data_); }
+  bool is_list() const { return std::holds_alternative<std::shared_ptr<List>>(data_); }
+  bool is_dict() const { return std::holds_alternative<std::shared_ptr<Dict>>(data_); }
+
+  bool as_bool() const { return std::get<bool>(data_); }
+  int64_t as_int() const { return std::get<int64_t>(data_); }
+  double as_number() const {
+    return is_int() ? static_cast<double>(as_int()) : std::get<double>(data_);
+  }
+  const std::string& as_string() const { return std::get<std::string>(data_); }
+  List& list() const { return *std::get<std::shared_ptr<List>>(data_); }
+  Dict& dict() const { return *std::get<std::shared_ptr<Dict>>(data_); }
+
+  bool Truthy() const;
+  // What {{ value }} prints (Python's str()).
+  std::string ToString() const;
+  // Python's repr(), for lists and dicts printed whole.
+  std::string Repr() const;
+  std::string ToJson() const;
+  bool Equals(const Value& other) const;
+  const char* TypeName() const;
+
+ private:
+  Data data_;
+};
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Expr {
+  enum class Kind {
+    kLiteral,  // value
+    kName,     // name
+    kList,     // args
+    kDict,     // args: key0, value0, key1, value1, ...
+    kAttr,     // args[0].name
+    kIndex,    // args[0][args[1]]
+    kSlice,    // args[0][args[1]:args[2]:args[3]], null parts absent
+    kCall,     // args[0](args[1..], kwargs)
+    kFilter,   // args[0] | name(args[1..], kwargs)
+    kTest,     // args[0] is [not] name(args[1..])
+    kUnary,    // name in {"not", "-", "+"}: args[0]
+    kBinary,   // args[0] name args[1]
+    kTernary,  // args[1] if args[0] else args[2] (args[2] may be null)
+  };
+  Kind kind = Kind::kLiteral;
+  Value value;
+  std::string name;
+  std::vector<ExprPtr> args;
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;
+  bool negated = false;  // kTest
+};
+
+struct Node;
+using NodeList = std::vector<Node>;
+
+struct Node {
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue };
+  Kind kind = Kind::kText;
+  std::string text;                  // kText
+  ExprPtr expr;                      // kOutput, kSet value, kFor iterable
+  std::vector<std::string> targets;  // kFor loop variables; kSet: name, or {namespace, attr}
+  // kIf: (condition, body) pairs in order; the else branch has a null condition.
+  std::vector<std::pair<ExprPtr, NodeList>> branches;
+  NodeList body;       // kFor
+  NodeList else_body;  // kFor: when the iterable is empty
+  ExprPtr filter;      // kFor ... if filter
+};
+
+struct Program {
+  NodeList nodes;
+};
+
+// Parses template source with transformers' settings (trim_blocks,
+// lstrip_blocks). UNIMPLEMENTED for tags outside the subset.
+absl::StatusOr<NodeList> Parse(std::string_view source);
+
+// Renders with the given globals (messages, add_generation_prompt, ...).
+absl::StatusOr<std::string> Render(const NodeList& nodes, const Value::Dict& globals);
+
+}  // namespace loom::jinja

@@ -1,0 +1,314 @@
+// Renders a parsed chat template: scopes, loops, and the filters, tests,
+// methods and global functions that chat templates use.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <ctime>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "model/chat_template_ast.h"
+#include "model/chat_template_builtins.h"
+
+namespace loom::jinja {
+namespace {
+
+constexpr int64_t kMaxSteps = 10'000'000;  // evaluations per render
+constexpr size_t kMaxOutput = 256u << 20;  // bytes per render
+constexpr int kMaxEvalDepth = 256;
+
+absl::Status TypeError(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("chat template error: ", what));
+}
+
+class Renderer {
+ public:
+  explicit Renderer(const Value::Dict& globals) { scopes_.push_back(globals); }
+
+  absl::Status RenderNodes(const NodeList& nodes, std::string& out);
+  absl::StatusOr<Value> Eval(const Expr& e);
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  absl::Status RenderFor(const Node& n, std::string& out);
+  absl::StatusOr<Value> EvalBinary(const Expr& e);
+  absl::StatusOr<Value> EvalCall(const Expr& e);
+  absl::StatusOr<std::vector<Value>> EvalArgs(const Expr& e, size_t first);
+  Value Lookup(const std::string& name) const;
+
+  std::vector<Value::Dict> scopes_;
+  Flow flow_ = Flow::kNormal;
+  int64_t steps_ = 0;
+  int depth_ = 0;
+};
+
+Value Renderer::Lookup(const std::string& name) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto found = it->find(name);
+    if (found != it->end()) return found->second;
+  }
+  return Value();
+}
+
+absl::Status Renderer::RenderNodes(const NodeList& nodes, std::string& out) {
+  for (const Node& n : nodes) {
+    if (flow_ != Flow::kNormal) return absl::OkStatus();
+    if (++steps_ > kMaxSteps || out.size() > kMaxOutput) {
+      return absl::ResourceExhaustedError("chat template: rendering takes too long");
+    }
+    switch (n.kind) {
+      case Node::Kind::kText:
+        out += n.text;
+        break;
+      case Node::Kind::kOutput: {
+        absl::StatusOr<Value> v = Eval(*n.expr);
+        if (!v.ok()) return v.status();
+        out += v->ToString();
+        break;
+      }
+      case Node::Kind::kIf:
+        for (const auto& [cond, body] : n.branches) {
+          bool take = cond == nullptr;
+          if (!take) {
+            absl::StatusOr<Value> v = Eval(*cond);
+            if (!v.ok()) return v.status();
+            take = v->Truthy();
+          }
+          if (take) {
+            if (absl::Status s = RenderNodes(body, out); !s.ok()) return s;
+            break;
+          }
+        }
+        break;
+      case Node::Kind::kFor:
+        if (absl::Status s = RenderFor(n, out); !s.ok()) return s;
+        break;
+      case Node::Kind::kSet: {
+        absl::StatusOr<Value> v = Eval(*n.expr);
+        if (!v.ok()) return v.status();
+        if (n.targets.size() == 1) {
+          scopes_.back()[n.targets[0]] = *std::move(v);
+        } else {
+          Value ns = Lookup(n.targets[0]);
+          if (!ns.is_dict()) {
+            return TypeError(absl::StrCat("cannot set an attribute of ", ns.TypeName()));
+          }
+          ns.dict()[n.targets[1]] = *std::move(v);
+        }
+        break;
+      }
+      case Node::Kind::kBreak:
+        flow_ = Flow::kBreak;
+        break;
+      case Node::Kind::kContinue:
+        flow_ = Flow::kContinue;
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
+  absl::StatusOr<Value> iterable = Eval(*n.expr);
+  if (!iterable.ok()) return iterable.status();
+  std::vector<Value> items;
+  if (iterable->is_list()) {
+    items = iterable->list();
+  } else if (iterable->is_dict()) {
+    for (const auto& [k, v] : iterable->dict()) items.emplace_back(k);
+  } else if (iterable->is_string()) {
+    for (char c : iterable->as_string()) items.emplace_back(std::string(1, c));
+  } else if (!iterable->is_undefined() && !iterable->is_none()) {
+    return TypeError(absl::StrCat("cannot iterate over ", iterable->TypeName()));
+  }
+  scopes_.emplace_back();
+  auto bind = [&](const Value& item) -> absl::Status {
+    if (n.targets.size() == 1) {
+      scopes_.back()[n.targets[0]] = item;
+      return absl::OkStatus();
+    }
+    if (!item.is_list() || item.list().size() != n.targets.size()) {
+      return TypeError("cannot unpack a loop item");
+    }
+    for (size_t i = 0; i < n.targets.size(); ++i) scopes_.back()[n.targets[i]] = item.list()[i];
+    return absl::OkStatus();
+  };
+  if (n.filter != nullptr) {
+    std::vector<Value> kept;
+    for (const Value& item : items) {
+      if (absl::Status s = bind(item); !s.ok()) return s;
+      absl::StatusOr<Value> keep = Eval(*n.filter);
+      if (!keep.ok()) return keep.status();
+      if (keep->Truthy()) kept.push_back(item);
+    }
+    items = std::move(kept);
+  }
+  const int64_t length = static_cast<int64_t>(items.size());
+  for (int64_t i = 0; i < length; ++i) {
+    if (absl::Status s = bind(items[i]); !s.ok()) return s;
+    Value::Dict loop = {{"index", Value(i + 1)},         {"index0", Value(i)},
+                        {"revindex", Value(length - i)}, {"revindex0", Value(length - i - 1)},
+                        {"first", Value(i == 0)},        {"last", Value(i == length - 1)},
+                        {"length", Value(length)}};
+    if (i > 0) loop["previtem"] = items[i - 1];
+    if (i + 1 < length) loop["nextitem"] = items[i + 1];
+    scopes_.back()["loop"] = Value::MakeDict(std::move(loop));
+    if (absl::Status s = RenderNodes(n.body, out); !s.ok()) return s;
+    if (flow_ == Flow::kBreak) {
+      flow_ = Flow::kNormal;
+      break;
+    }
+    flow_ = Flow::kNormal;
+  }
+  scopes_.pop_back();
+  if (length == 0) return RenderNodes(n.else_body, out);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Value>> Renderer::EvalArgs(const Expr& e, size_t first) {
+  std::vector<Value> args;
+  for (size_t i = first; i < e.args.size(); ++i) {
+    absl::StatusOr<Value> v = Eval(*e.args[i]);
+    if (!v.ok()) return v.status();
+    args.push_back(*std::move(v));
+  }
+  return args;
+}
+
+absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
+  if (++steps_ > kMaxSteps) return absl::ResourceExhaustedError("chat template: too many steps");
+  struct Depth {
+    int& d;
+    explicit Depth(int& depth) : d(depth) { ++d; }
+    ~Depth() { --d; }
+  } depth(depth_);
+  if (depth_ > kMaxEvalDepth) return TypeError("expression nested too deep");
+  switch (e.kind) {
+    case Expr::Kind::kLiteral:
+      return e.value;
+    case Expr::Kind::kName:
+      return Lookup(e.name);
+    case Expr::Kind::kList: {
+      absl::StatusOr<std::vector<Value>> items = EvalArgs(e, 0);
+      if (!items.ok()) return items.status();
+      return Value::MakeList(*std::move(items));
+    }
+    case Expr::Kind::kDict: {
+      absl::StatusOr<std::vector<Value>> kv = EvalArgs(e, 0);
+      if (!kv.ok()) return kv.status();
+      Value::Dict dict;
+      for (size_t i = 0; i + 1 < kv->size(); i += 2) {
+        if (!(*kv)[i].is_string()) return TypeError("dict keys must be strings");
+        dict[(*kv)[i].as_string()] = (*kv)[i + 1];
+      }
+      return Value::MakeDict(std::move(dict));
+    }
+    case Expr::Kind::kAttr:
+    case Expr::Kind::kIndex: {
+      absl::StatusOr<Value> object = Eval(*e.args[0]);
+      if (!object.ok()) return object.status();
+      Value key(e.name);
+      if (e.kind == Expr::Kind::kIndex) {
+        absl::StatusOr<Value> k = Eval(*e.args[1]);
+        if (!k.ok()) return k.status();
+        key = *std::move(k);
+      }
+      return GetItem(*object, key);
+    }
+    case Expr::Kind::kSlice: {
+      absl::StatusOr<Value> object = Eval(*e.args[0]);
+      if (!object.ok()) return object.status();
+      std::optional<int64_t> bounds[3];
+      for (int i = 0; i < 3; ++i) {
+        if (e.args[i + 1] == nullptr) continue;
+        absl::StatusOr<Value> v = Eval(*e.args[i + 1]);
+        if (!v.ok()) return v.status();
+        if (v->is_none()) continue;
+        if (!v->is_int()) return TypeError("slice bounds must be integers");
+        bounds[i] = v->as_int();
+      }
+      return Slice(*object, bounds[0], bounds[1], bounds[2]);
+    }
+    case Expr::Kind::kCall:
+      return EvalCall(e);
+    case Expr::Kind::kFilter:
+    case Expr::Kind::kTest: {
+      absl::StatusOr<std::vector<Value>> args = EvalArgs(e, 0);
+      if (!args.ok()) return args.status();
+      std::vector<std::pair<std::string, Value>> kwargs;
+      for (const auto& [k, expr] : e.kwargs) {
+        absl::StatusOr<Value> v = Eval(*expr);
+        if (!v.ok()) return v.status();
+        kwargs.emplace_back(k, *std::move(v));
+      }
+      if (e.kind == Expr::Kind::kFilter) return ApplyFilter(e.name, *args, kwargs);
+      absl::StatusOr<bool> result = ApplyTest(e.name, *args);
+      if (!result.ok()) return result.status();
+      return Value(*result != e.negated);
+    }
+    case Expr::Kind::kUnary: {
+      absl::StatusOr<Value> v = Eval(*e.args[0]);
+      if (!v.ok()) return v.status();
+      if (e.name == "not") return Value(!v->Truthy());
+      if (!v->is_number()) return TypeError(absl::StrCat("bad operand for unary ", e.name));
+      if (e.name == "+") return *v;
+      return v->is_int() ? Value(-v->as_int()) : Value(-v->as_number());
+    }
+    case Expr::Kind::kBinary:
+      return EvalBinary(e);
+    case Expr::Kind::kTernary: {
+      absl::StatusOr<Value> cond = Eval(*e.args[0]);
+      if (!cond.ok()) return cond.status();
+      if (cond->Truthy()) return Eval(*e.args[1]);
+      if (e.args[2] == nullptr) return Value();
+      return Eval(*e.args[2]);
+    }
+  }
+  return TypeError("unknown expression");
+}
+
+absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
+  absl::StatusOr<Value> left = Eval(*e.args[0]);
+  if (!left.ok()) return left.status();
+  if (e.name == "and" && !left->Truthy()) return left;
+  if (e.name == "or" && left->Truthy()) return left;
+  absl::StatusOr<Value> right = Eval(*e.args[1]);
+  if (!right.ok()) return right.status();
+  if (e.name == "and" || e.name == "or") return right;
+  return BinaryOp(e.name, *left, *right);
+}
+
+absl::StatusOr<Value> Renderer::EvalCall(const Expr& e) {
+  const Expr& callee = *e.args[0];
+  absl::StatusOr<std::vector<Value>> args = EvalArgs(e, 1);
+  if (!args.ok()) return args.status();
+  std::vector<std::pair<std::string, Value>> kwargs;
+  for (const auto& [k, expr] : e.kwargs) {
+    absl::StatusOr<Value> v = Eval(*expr);
+    if (!v.ok()) return v.status();
+    kwargs.emplace_back(k, *std::move(v));
+  }
+  if (callee.kind == Expr::Kind::kAttr) {
+    absl::StatusOr<Value> object = Eval(*callee.args[0]);
+    if (!object.ok()) return object.status();
+    return CallMethod(*object, callee.name, *args);
+  }
+  if (callee.kind == Expr::Kind::kName && Lookup(callee.name).is_undefined()) {
+    return CallGlobal(callee.name, *args, kwargs);
+  }
+  return absl::UnimplementedError("chat template: calling a value that is not a function");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Render(const NodeList& nodes, const Value::Dict& globals) {
+  Renderer renderer(globals);
+  std::string out;
+  if (absl::Status s = renderer.RenderNodes(nodes, out); !s.ok()) return s;
+  return out;
+}
+
+}  // namespace loom::jinja

