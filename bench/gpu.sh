@@ -29,6 +29,10 @@ nvidia-smi || true
 cat /etc/os-release | head -4
 nvcc --version 2>/dev/null | tail -2 || true
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' || true
+if [ -d "$HERE/lib-compat" ] && ldd "$BIN/gpu_decode" 2>&1 | grep -q "GLIBCXX.*not found"; then
+  echo "this machine's libstdc++ is older than the build's: using the bundled one"
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$HERE/lib-compat"
+fi
 for b in "$BIN"/*; do [ -x "$b" ] && { echo "--- ldd $(basename "$b")"; ldd "$b"; }; done
 
 # Carried binaries that cannot start here (missing library, older glibc) are

@@ -156,7 +156,7 @@ int main() {
   }
   prefill_s.erase(prefill_s.begin());  // the first step pays cuBLASLt's planning
   const double tokens = double{kPrefillSeqs} * kContext;
-  const double params = 2.0 * 4096 * (4096 + 1024 + 1024 + 4096) + 3.0 * 4096 * 14336;  // per layer
+  const double params = 4096.0 * (4096 + 1024 + 1024 + 4096) + 3.0 * 4096 * 14336;  // per layer
   const double layer_flops = 2.0 * params * tokens;
   const double attn_flops = 4.0 * 32 * 128 * (kContext * (kContext + 1) / 2.0) * kPrefillSeqs;
   const double prefill_flops =
