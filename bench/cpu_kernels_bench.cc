@@ -13,6 +13,7 @@
 #include "benchmark/benchmark.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/rms_norm.h"
@@ -79,6 +80,26 @@ BENCHMARK(BM_Matmul)
     ->Args({512, 1536, 576})
     ->Args({1, 4096, 4096})
     ->Args({16, 4096, 4096})
+    ->UseRealTime();
+
+// The same shapes with bfloat16 weights (the CPU executor's default).
+void BM_MatmulBf16(benchmark::State& state) {
+  const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const std::vector<float> x = Random(static_cast<size_t>(m) * k, 1);
+  std::vector<uint16_t> w;
+  for (float v : Random(static_cast<size_t>(n) * k, 2)) w.push_back(kc::FloatToBf16(v));
+  std::vector<float> y(static_cast<size_t>(m) * n);
+  for (auto _ : state) {
+    kc::MatmulBf16({x.data(), w.data(), nullptr, y.data(), m, n, k, k, n}, Pool());
+  }
+  SetRates(state, 2.0 * m * n * k, 2.0 * n * k + 4.0 * (m * k + m * n));
+}
+BENCHMARK(BM_MatmulBf16)
+    ->Args({1, 1536, 576})
+    ->Args({16, 1536, 576})
+    ->Args({1, 49152, 576})
+    ->Args({16, 49152, 576})
+    ->Args({512, 1536, 576})
     ->UseRealTime();
 
 void BM_RmsNorm(benchmark::State& state) {

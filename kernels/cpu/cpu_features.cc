@@ -15,15 +15,11 @@ SimdLevel Detect() {
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
     level = SimdLevel::kAvx512;
   }
-  if (level == SimdLevel::kAvx512 && __builtin_cpu_supports("avx512bf16")) {
-    level = SimdLevel::kAvx512Bf16;
-  }
 #endif
   const char* cap = std::getenv("LOOM_SIMD");
   if (cap != nullptr) {
     if (std::strcmp(cap, "scalar") == 0) level = SimdLevel::kScalar;
     if (std::strcmp(cap, "avx2") == 0 && level > SimdLevel::kAvx2) level = SimdLevel::kAvx2;
-    if (std::strcmp(cap, "avx512") == 0 && level > SimdLevel::kAvx512) level = SimdLevel::kAvx512;
   }
   return level;
 }
@@ -37,8 +33,6 @@ SimdLevel DetectedSimd() {
 
 const char* SimdName(SimdLevel level) {
   switch (level) {
-    case SimdLevel::kAvx512Bf16:
-      return "avx512bf16";
     case SimdLevel::kAvx512:
       return "avx512";
     case SimdLevel::kAvx2:

@@ -5,9 +5,9 @@
 namespace loom::kernels::cpu {
 
 // Ordered: each level implies the ones before it.
-enum class SimdLevel { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+enum class SimdLevel { kScalar, kAvx2, kAvx512 };
 
-// Detected once; LOOM_SIMD=scalar|avx2 in the environment (or avx512) caps it, to compare
+// Detected once; LOOM_SIMD=scalar|avx2 in the environment caps it, to compare
 // paths in benchmarks. Kernels with several paths also take an explicit level.
 SimdLevel DetectedSimd();
 const char* SimdName(SimdLevel level);

@@ -143,7 +143,6 @@ constexpr TileFn kTiles[kMr][kNr] = {
 
 const TileFn (*TilesFor(SimdLevel level))[kNr] {
   switch (level) {
-    case SimdLevel::kAvx512Bf16:
     case SimdLevel::kAvx512:
       return kTiles<Avx512K>;
     case SimdLevel::kAvx2:
@@ -152,6 +151,20 @@ const TileFn (*TilesFor(SimdLevel level))[kNr] {
       break;
   }
   return kTiles<ScalarK>;
+}
+
+// Rows [n_begin, n_end) of W against every row of x.
+void MatmulRows(const MatmulParams<float>& p, const TileFn (*tiles)[kNr], int64_t n_begin,
+                int64_t n_end) {
+  for (int64_t i = 0; i < p.m; i += kMr) {
+    const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
+    for (int64_t j = n_begin; j < n_end; j += kNr) {
+      const int nr = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
+      const Tile t{p.x + i * p.ldx,     p.ldx, p.w + j * p.k, p.k, p.bias ? p.bias + j : nullptr,
+                   p.y + i * p.ldy + j, p.ldy};
+      tiles[mr - 1][nr - 1](t);
+    }
+  }
 }
 
 }  // namespace
@@ -170,21 +183,16 @@ void MatmulRef(const MatmulParams<float>& p) {
   }
 }
 
+void MatmulSerial(const MatmulParams<float>& p, SimdLevel level) {
+  MatmulRows(p, TilesFor(level), 0, p.n);
+}
+
 void MatmulWithSimd(const MatmulParams<float>& p, ParallelFor& pool, SimdLevel level) {
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
   const TileFn(*tiles)[kNr] = TilesFor(level);
-  pool.Run(p.n, kRowsPerTask, [&](int64_t n_begin, int64_t n_end) {
-    for (int64_t i = 0; i < p.m; i += kMr) {
-      const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
-      for (int64_t j = n_begin; j < n_end; j += kNr) {
-        const int nr = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
-        const Tile t{p.x + i * p.ldx,     p.ldx, p.w + j * p.k, p.k, p.bias ? p.bias + j : nullptr,
-                     p.y + i * p.ldy + j, p.ldy};
-        tiles[mr - 1][nr - 1](t);
-      }
-    }
-  });
+  pool.Run(p.n, kRowsPerTask,
+           [&](int64_t n_begin, int64_t n_end) { MatmulRows(p, tiles, n_begin, n_end); });
 }
 
 void Matmul(const MatmulParams<float>& p, ParallelFor& pool) {

@@ -1,6 +1,7 @@
-// Same register tiling as matmul.cc (4 rows of x by 4 rows of W), with W read
-// as bfloat16. The AVX512-BF16 path pre-rounds x to bfloat16 once per call so
-// the inner loop is loads and vdpbf16ps only.
+// Same register tiling and the same float32 accumulation order as matmul.cc
+// (4 rows of x by 4 rows of W, lanes summed in order), with W widened from
+// bfloat16: every path gives each output the same bits whatever the number of
+// rows of x, so a sequence's logits do not depend on the rest of its batch.
 #include "kernels/cpu/matmul_bf16.h"
 
 #include <immintrin.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cpu/matmul_internal.h"
 
 namespace loom::kernels::cpu {
 namespace {
@@ -17,10 +19,13 @@ namespace {
 constexpr int kMr = 4;
 constexpr int kNr = 4;
 constexpr int64_t kRowsPerTask = 16;
+// From this many rows of x on, a task widens its rows of W to float32 once and
+// runs the float32 tiles (full FMA rate); below it the product is bound by
+// reading W and the tiles widen W in registers.
+constexpr int32_t kWidenMinRows = 4;
 
 struct Tile {
   const float* x;
-  const uint16_t* xb;  // x rounded to bfloat16 (AVX512-BF16 path only), row stride k
   int ldx;
   const uint16_t* w;
   int k;
@@ -82,8 +87,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const Tile& t) {
   }
 }
 
-// Not _mm512_reduce_add_ps, and maskz forms of the widening below: GCC 12
-// warns (-Wuninitialized) inside the intrinsics built on _mm512_undefined.
+// Not _mm512_reduce_add_ps: GCC 12 warns (-Wuninitialized) inside it.
 __attribute__((target("avx512f"))) inline float Sum512(__m512 v) {
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, v);
@@ -92,22 +96,41 @@ __attribute__((target("avx512f"))) inline float Sum512(__m512 v) {
   return sum;
 }
 
+// GCC 12 warns (-Wuninitialized) inside the widening intrinsics, which are
+// built on _mm512_undefined_epi32; the warning is about the header, not us.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 Widen16(__m256i raw) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+#pragma GCC diagnostic pop
+
 template <int MR, int NR>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void TileAvx512(const Tile& t) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int kk = 0; kk < t.k; kk += 16) {
-    const __mmask16 mask =
-        t.k - kk >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (t.k - kk)) - 1u);
+  int kk = 0;
+  for (; kk + 16 <= t.k; kk += 16) {
+    __m512 xv[MR];
+    for (int i = 0; i < MR; ++i)
+      xv[i] = _mm512_loadu_ps(t.x + static_cast<int64_t>(i) * t.ldx + kk);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wv = Widen16(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(t.w + static_cast<int64_t>(j) * t.k + kk)));
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+  if (kk < t.k) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (t.k - kk)) - 1u);
     __m512 xv[MR];
     for (int i = 0; i < MR; ++i) {
       xv[i] = _mm512_maskz_loadu_ps(mask, t.x + static_cast<int64_t>(i) * t.ldx + kk);
     }
     for (int j = 0; j < NR; ++j) {
-      const __m256i raw = _mm256_maskz_loadu_epi16(mask, t.w + static_cast<int64_t>(j) * t.k + kk);
-      const __m512 wv = _mm512_castsi512_ps(
-          _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, raw), 16));
+      const __m512 wv =
+          Widen16(_mm256_maskz_loadu_epi16(mask, t.w + static_cast<int64_t>(j) * t.k + kk));
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
@@ -115,39 +138,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void TileAvx512(const Tile&
     for (int j = 0; j < NR; ++j) Store(t, i, j, Sum512(acc[i][j]));
 }
 
-template <int MR, int NR>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void TileDpBf16(const Tile& t) {
-  __m512 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int kk = 0; kk < t.k; kk += 32) {
-    const __mmask32 mask =
-        t.k - kk >= 32 ? __mmask32(0xffffffffu) : static_cast<__mmask32>((1u << (t.k - kk)) - 1u);
-    __m512bh xv[MR];
-    for (int i = 0; i < MR; ++i) {
-      xv[i] = (__m512bh)_mm512_maskz_loadu_epi16(mask, t.xb + static_cast<int64_t>(i) * t.k + kk);
-    }
-    for (int j = 0; j < NR; ++j) {
-      const __m512bh wv =
-          (__m512bh)_mm512_maskz_loadu_epi16(mask, t.w + static_cast<int64_t>(j) * t.k + kk);
-      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
-    }
-  }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) Store(t, i, j, Sum512(acc[i][j]));
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void RoundRowsToBf16(
-    const MatmulBf16Params& p, uint16_t* out) {
-  for (int32_t i = 0; i < p.m; ++i) {
-    const float* x = p.x + static_cast<int64_t>(i) * p.ldx;
-    uint16_t* o = out + static_cast<int64_t>(i) * p.k;
-    int32_t kk = 0;
-    for (; kk + 16 <= p.k; kk += 16) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + kk),
-                          (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + kk)));
-    }
-    for (; kk < p.k; ++kk) o[kk] = FloatToBf16(x[kk]);
+__attribute__((target_clones("avx512f", "avx2", "default"))) void WidenRows(const uint16_t* w,
+                                                                            int64_t count,
+                                                                            float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = std::bit_cast<float>(static_cast<uint32_t>(w[i]) << 16);
   }
 }
 
@@ -165,10 +160,6 @@ template <int MR, int NR>
 struct Avx512K {
   static void Run(const Tile& t) { TileAvx512<MR, NR>(t); }
 };
-template <int MR, int NR>
-struct DpBf16K {
-  static void Run(const Tile& t) { TileDpBf16<MR, NR>(t); }
-};
 
 // kTiles<K>[mr - 1][nr - 1]: the tile kernel of one SIMD level for an mr x nr tile.
 template <template <int, int> class K>
@@ -181,8 +172,6 @@ constexpr TileFn kTiles[kMr][kNr] = {
 
 const TileFn (*TilesFor(SimdLevel level))[kNr] {
   switch (level) {
-    case SimdLevel::kAvx512Bf16:
-      return kTiles<DpBf16K>;
     case SimdLevel::kAvx512:
       return kTiles<Avx512K>;
     case SimdLevel::kAvx2:
@@ -220,21 +209,24 @@ void MatmulBf16Ref(const MatmulBf16Params& p) {
 void MatmulBf16(const MatmulBf16Params& p, ParallelFor& pool, SimdLevel level) {
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
-  thread_local std::vector<uint16_t> x_bf16;
-  if (level == SimdLevel::kAvx512Bf16) {
-    x_bf16.resize(static_cast<size_t>(p.m) * p.k);
-    RoundRowsToBf16(p, x_bf16.data());
+  if (p.m >= kWidenMinRows) {
+    pool.Run(p.n, kRowsPerTask, [&](int64_t n_begin, int64_t n_end) {
+      thread_local std::vector<float> w_f32;
+      w_f32.resize(static_cast<size_t>(n_end - n_begin) * p.k);
+      WidenRows(p.w + n_begin * p.k, (n_end - n_begin) * p.k, w_f32.data());
+      MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + n_begin : nullptr, p.y + n_begin, p.m,
+                    static_cast<int32_t>(n_end - n_begin), p.k, p.ldx, p.ldy},
+                   level);
+    });
+    return;
   }
-  // A thread_local named inside the lambda would be each worker's own copy.
-  const uint16_t* xb = x_bf16.data();
   const TileFn(*tiles)[kNr] = TilesFor(level);
   pool.Run(p.n, kRowsPerTask, [&](int64_t n_begin, int64_t n_end) {
     for (int64_t i = 0; i < p.m; i += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
       for (int64_t j = n_begin; j < n_end; j += kNr) {
         const int nr = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
-        const Tile t{p.x + i * p.ldx,     xb + i * p.k, p.ldx,
-                     p.w + j * p.k,       p.k,          p.bias ? p.bias + j : nullptr,
+        const Tile t{p.x + i * p.ldx,     p.ldx, p.w + j * p.k, p.k, p.bias ? p.bias + j : nullptr,
                      p.y + i * p.ldy + j, p.ldy};
         tiles[mr - 1][nr - 1](t);
       }

@@ -1,7 +1,7 @@
 // y = x W^T with W stored as bfloat16 (half the bytes of float32, which is what
-// bounds decode on the CPU) and x, y in float32. On CPUs with AVX512-BF16, x is
-// rounded to bfloat16 and multiplied with vdpbf16ps (float32 accumulation);
-// elsewhere W is widened to float32 on the fly and x stays exact.
+// bounds decode on the CPU) and x, y in float32: W is widened to float32 (in
+// registers for a few rows of x, per task slice for more) and multiplied in
+// float32 exactly like Matmul, so results are bit-identical for any m.
 #pragma once
 
 #include <cstdint>

@@ -9,4 +9,8 @@ namespace loom::kernels::cpu {
 
 void MatmulWithSimd(const MatmulParams<float>& p, ParallelFor& pool, SimdLevel level);
 
+// The whole product on the calling thread (a building block for other
+// kernels' parallel tasks).
+void MatmulSerial(const MatmulParams<float>& p, SimdLevel level);
+
 }  // namespace loom::kernels::cpu

@@ -25,7 +25,6 @@ std::vector<SimdLevel> AvailableLevels() {
   std::vector<SimdLevel> levels = {SimdLevel::kScalar};
   if (DetectedSimd() != SimdLevel::kScalar) levels.push_back(SimdLevel::kAvx2);
   if (DetectedSimd() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
-  if (DetectedSimd() >= SimdLevel::kAvx512Bf16) levels.push_back(SimdLevel::kAvx512Bf16);
   return levels;
 }
 
@@ -76,7 +75,7 @@ TEST(MatmulBf16Test, EveryPathMatchesReference) {
         for (int32_t k : {5, 16, 48, 576}) {
           const int32_t ldx = k + 1;
           const int32_t ldy = n + 3;
-          std::vector<float> x = RandomVector(static_cast<size_t>(m) * ldx, ++seed);
+          const std::vector<float> x = RandomVector(static_cast<size_t>(m) * ldx, ++seed);
           const std::vector<float> wf = RandomVector(static_cast<size_t>(n) * k, ++seed);
           const std::vector<float> bias = RandomVector(n, ++seed);
           std::vector<uint16_t> w;
@@ -85,10 +84,6 @@ TEST(MatmulBf16Test, EveryPathMatchesReference) {
           MatmulBf16(
               MatmulBf16Params{x.data(), w.data(), bias.data(), got.data(), m, n, k, ldx, ldy},
               pool, level);
-          // The vdpbf16ps path multiplies x rounded to bfloat16: so does its reference.
-          if (level == SimdLevel::kAvx512Bf16) {
-            for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));
-          }
           std::vector<float> want(got.size(), 0.0f);
           MatmulBf16Ref({x.data(), w.data(), bias.data(), want.data(), m, n, k, ldx, ldy});
           SCOPED_TRACE(testing::Message()
