@@ -58,6 +58,11 @@ def http_get(url, timeout=5):
         return 0, ""
 
 
+def start_logged(log_path, command):
+    with open(log_path, "w", encoding="utf-8") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+
 def wait_for(condition, timeout_s, what, process=None):
     """Polls condition until it returns a truthy value; fails past timeout_s."""
     deadline = time.monotonic() + timeout_s
@@ -79,6 +84,7 @@ def contract_names():
 
 
 def generated_stubs(directory):
+    os.makedirs(directory)
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{REPO / 'proto'}",
                     f"--python_out={directory}", f"--grpc_python_out={directory}",
                     str(REPO / "proto" / "loom" / "v1" / "generation.proto")], check=True)
@@ -91,12 +97,14 @@ class PrometheusScrapeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="loom-metrics-")
+        # Runs also when setUpClass fails part way.
+        cls.addClassCleanup(cls.stop_all)
+        cls.processes = []
         cls.grpc_port, cls.http_port, cls.prom_port = free_port(), free_port(), free_port()
-        cls.loomd_log = open(os.path.join(cls.tmp, "loomd.log"), "w")
-        cls.loomd = subprocess.Popen(
-            [ARGS.loomd, f"--model={ARGS.model}", "--host=127.0.0.1", f"--port={cls.grpc_port}",
-             f"--http_port={cls.http_port}", "--device=cpu", "--threads=2", "--drain_timeout=20s"],
-            stdout=cls.loomd_log, stderr=subprocess.STDOUT)
+        cls.loomd = start_logged(os.path.join(cls.tmp, "loomd.log"), [
+            ARGS.loomd, f"--model={ARGS.model}", "--host=127.0.0.1", f"--port={cls.grpc_port}",
+            f"--http_port={cls.http_port}", "--device=cpu", "--threads=2", "--drain_timeout=20s"])
+        cls.processes.append(cls.loomd)
         config = os.path.join(cls.tmp, "prometheus.yml")
         with open(config, "w", encoding="utf-8") as stream:
             json.dump({  # JSON is YAML
@@ -105,12 +113,11 @@ class PrometheusScrapeTest(unittest.TestCase):
                 "scrape_configs": [{"job_name": "loom", "static_configs": [
                     {"targets": [f"127.0.0.1:{cls.http_port}"]}]}],
             }, stream)
-        cls.prometheus_log = open(os.path.join(cls.tmp, "prometheus.log"), "w")
-        cls.prometheus = subprocess.Popen(
-            [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
-             f"--storage.tsdb.path={os.path.join(cls.tmp, 'data')}",
-             f"--web.listen-address=127.0.0.1:{cls.prom_port}"],
-            stdout=cls.prometheus_log, stderr=subprocess.STDOUT)
+        cls.prometheus = start_logged(os.path.join(cls.tmp, "prometheus.log"), [
+            shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={config}",
+            f"--storage.tsdb.path={os.path.join(cls.tmp, 'data')}",
+            f"--web.listen-address=127.0.0.1:{cls.prom_port}"])
+        cls.processes.append(cls.prometheus)
         cls.pb, cls.pb_grpc = generated_stubs(os.path.join(cls.tmp, "stubs"))
         wait_for(lambda: http_get(cls.url("/readyz"))[0] == 200, START_TIMEOUT_S,
                  "loomd /readyz", cls.loomd)
@@ -118,17 +125,16 @@ class PrometheusScrapeTest(unittest.TestCase):
                  "Prometheus ready", cls.prometheus)
 
     @classmethod
-    def tearDownClass(cls):
-        for process in (cls.prometheus, cls.loomd):
+    def stop_all(cls):
+        for process in cls.processes:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        cls.loomd_log.close()
-        cls.prometheus_log.close()
         for name in ("loomd.log", "prometheus.log"):
             path = os.path.join(cls.tmp, name)
-            if os.path.getsize(path) and os.environ.get("LOOM_TEST_VERBOSE"):
-                print(f"--- {name}\n" + open(path, encoding="utf-8").read()[-4000:])
+            if os.path.exists(path) and os.environ.get("LOOM_TEST_VERBOSE"):
+                with open(path, encoding="utf-8") as log:
+                    print(f"--- {name}\n" + log.read()[-4000:])
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
@@ -207,6 +213,8 @@ class PrometheusScrapeTest(unittest.TestCase):
         finishes, tokens, prompt_tokens = self.send_requests()
         n = len(finishes)
         self.assertGreater(tokens, n)
+        print(f"\n{n} requests ({finishes.count('stop')} stop, {finishes.count('length')} length),"
+              f" {tokens} tokens received, {prompt_tokens} prompt tokens", file=sys.stderr)
 
         self.settled("sum(loom_requests_total)", before_requests + n)
         for reason in ("stop", "length"):
