@@ -156,9 +156,11 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
                        absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled = WaitForSignalOrFailure(watcher, engine);
+  // Refuse new calls before health says so: a client that sees NOT_SERVING
+  // must also see UNAVAILABLE.
+  service.StopAccepting();
   ready.store(false);
   (*grpc_server)->SetServing(false);
-  service.StopAccepting();
   if (!signalled) {
     LogLine("engine failed: requests in flight end with INTERNAL; exiting");
     engine.Shutdown(absl::InternalError("engine failure"));

@@ -1,0 +1,140 @@
+#include "tests/integration/loomd_process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+extern char** environ;
+
+namespace loom::testing {
+namespace {
+
+constexpr absl::Duration kStartTimeout = absl::Minutes(3);
+
+// Small and fast: a short context, a fixed KV budget, no HTTP port clashes.
+const std::vector<std::string> kDefaultArgs = {"--host=127.0.0.1",    "--port=0",
+                                               "--http_port=0",       "--threads=2",
+                                               "--max_model_len=512", "--kv_cache_bytes=67108864",
+                                               "--drain_timeout=60s"};
+
+}  // namespace
+
+LoomdProcess::LoomdProcess(pid_t pid, int log_fd)
+    : pid_(pid), reader_([this, log_fd] { ReadLog(log_fd); }) {}
+
+absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Start(
+    const std::vector<std::string>& extra_args) {
+  const char* binary = std::getenv("LOOMD");
+  if (binary == nullptr) return absl::FailedPreconditionError("set LOOMD to the loomd binary");
+  std::vector<std::string> args = {binary};
+  args.insert(args.end(), kDefaultArgs.begin(), kDefaultArgs.end());
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, binary, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (rc != 0) {
+    close(pipe_fds[0]);
+    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", std::strerror(rc)));
+  }
+  auto process = std::unique_ptr<LoomdProcess>(new LoomdProcess(pid, pipe_fds[0]));
+  if (!process->WaitForLog(" (gRPC)", kStartTimeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("loomd did not become ready; its log:\n", process->log()));
+  }
+  // "serving <model> on 127.0.0.1:<port> (gRPC) and ..."
+  const std::string text = process->log();
+  const size_t end = text.find(" (gRPC)");
+  const size_t colon = text.rfind(':', end);
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(text.substr(colon + 1, end - colon - 1), &process->port_)) {
+    return absl::InternalError(absl::StrCat("no gRPC port in loomd's log:\n", text));
+  }
+  return process;
+}
+
+LoomdProcess::~LoomdProcess() {
+  if (!exited_) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  reader_.join();
+}
+
+std::shared_ptr<grpc::Channel> LoomdProcess::NewChannel() const {
+  return grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
+}
+
+void LoomdProcess::ReadLog(int fd) {
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    // Echoed so that a failing test shows what the daemon said.
+    std::fwrite(buf, 1, static_cast<size_t>(n), stderr);
+    absl::MutexLock lock(&mu_);
+    log_.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  absl::MutexLock lock(&mu_);
+  log_closed_ = true;
+}
+
+bool LoomdProcess::WaitForLog(const std::string& text, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return log_closed_ || log_.find(text) != std::string::npos;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  return log_.find(text) != std::string::npos;
+}
+
+std::string LoomdProcess::log() {
+  absl::MutexLock lock(&mu_);
+  return log_;
+}
+
+void LoomdProcess::Signal(int signal) { kill(pid_, signal); }
+
+absl::StatusOr<int> LoomdProcess::WaitForExit(absl::Duration timeout) {
+  // The daemon closes its stderr when it exits, so the log reader's EOF is
+  // the exit notification; waitpid then only collects the status.
+  {
+    absl::MutexLock lock(&mu_);
+    auto closed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return log_closed_; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&closed), timeout)) {
+      return absl::DeadlineExceededError("loomd did not exit in time");
+    }
+  }
+  int status = 0;
+  if (waitpid(pid_, &status, 0) != pid_) return absl::InternalError("waitpid failed");
+  exited_ = true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_;
+}
+
+}  // namespace loom::testing

@@ -1,0 +1,73 @@
+// loom: the command-line client of loomd (API.md §3).
+//   loom generate "text"   streams a completion to stdout
+//   loom health            exits 0 when the server reports SERVING
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "tools/loom/commands.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051", "loomd address.");
+ABSL_FLAG(int32_t, max_tokens, -1, "generate: most tokens to generate (-1: server default).");
+ABSL_FLAG(double, temperature, NAN, "generate: sampling temperature (unset: server default).");
+ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed (-1: random).");
+ABSL_FLAG(bool, chat, false, "generate: send the text as a user message (chat template).");
+ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(),
+          "generate: deadline of the call; health: 5s when unset.");
+ABSL_FLAG(std::string, service, "", "health: the service to ask about (\"\" = the whole server).");
+
+namespace {
+
+constexpr char kUsage[] =
+    "loom <command> [flags]\n"
+    "  generate \"text\"   stream a completion to stdout\n"
+    "  health            exit 0 when loomd reports SERVING\n";
+
+int Usage() {
+  std::cerr << kUsage;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return Usage();
+  const std::string command = args[1];
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+
+  if (command == "health") {
+    const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+    return loom::cli::Health(channel, absl::GetFlag(FLAGS_service),
+                             timeout == absl::InfiniteDuration() ? absl::Seconds(5) : timeout,
+                             std::cout, std::cerr);
+  }
+  if (command == "generate") {
+    if (args.size() < 3) return Usage();
+    loom::cli::GenerateOptions options;
+    options.prompt = absl::StrJoin(args.begin() + 2, args.end(), " ");
+    options.chat = absl::GetFlag(FLAGS_chat);
+    if (absl::GetFlag(FLAGS_max_tokens) >= 0) {
+      options.max_tokens = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens));
+    }
+    if (!std::isnan(absl::GetFlag(FLAGS_temperature))) {
+      options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+    }
+    if (absl::GetFlag(FLAGS_seed) >= 0) {
+      options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+    }
+    options.timeout = absl::GetFlag(FLAGS_timeout);
+    return loom::cli::Generate(channel, options, std::cout, std::cerr);
+  }
+  return Usage();
+}
