@@ -57,13 +57,13 @@ run() {  # run NAME TIMEOUT CMD...: keeps going after a failure, records it
   [ $rc -eq 0 ] || echo "FAILED $name exit=$rc" >> "$OUT/failures.txt"
 }
 
-[ -x "$BIN/kernels_gpu_test" ] && run kernels_gpu_test 180 "$BIN/kernels_gpu_test" --gtest_output=xml:"$OUT/kernels_gpu_test.xml"
-[ -x "$BIN/cuda_executor_test" ] && run cuda_executor_test 180 "$BIN/cuda_executor_test" --gtest_output=xml:"$OUT/cuda_executor_test.xml"
-run gpu_ceilings 60 "$BIN/gpu_ceilings"
-run gpu_attention 90 "$BIN/gpu_attention"
-[ -x "$BIN/gpu_decode" ] && run gpu_decode 150 "$BIN/gpu_decode"
+[ -x "$BIN/kernels_gpu_test" ] && run kernels_gpu_test 90 "$BIN/kernels_gpu_test" --gtest_output=xml:"$OUT/kernels_gpu_test.xml"
+[ -x "$BIN/cuda_executor_test" ] && run cuda_executor_test 60 "$BIN/cuda_executor_test" --gtest_output=xml:"$OUT/cuda_executor_test.xml"
+run gpu_ceilings 30 "$BIN/gpu_ceilings"
+run gpu_attention 60 "$BIN/gpu_attention"
+[ -x "$BIN/gpu_decode" ] && run gpu_decode 120 "$BIN/gpu_decode"
 HF="$HERE/hf_generate.py"; [ -f "$HF" ] || HF="$REPO/bench/hf_generate.py"
-run hf_generate 200 python3 "$HF" --json "$OUT/hf.json"
+run hf_generate 180 python3 "$HF" --json "$OUT/hf.json"
 
 stage summary
 grep -h '^RESULT' "$OUT/log.txt" | sed 's/^RESULT //' > "$OUT/results.txt"

@@ -121,8 +121,8 @@ int main() {
       });
       const double bytes = kv_bytes + 2.0 * batch * kHeads * kHeadDim * 2;
       const double bw = bytes / (ms * 1e-3);
-      std::printf("RESULT attn_b%d_c%d us=%.2f bytes_per_s=%.4e of_copy=%.3f partition=%d\n",
-                  batch, ctx, ms * 1e3, bw, bw / copy_bw, part);
+      std::printf("RESULT attn_b%d_c%d us=%.2f bytes_per_s=%.4e of_copy=%.3f partition=%d\n", batch,
+                  ctx, ms * 1e3, bw, bw / copy_bw, part);
       for (void* ptr : {(void*)k, (void*)v, (void*)q, (void*)out, (void*)tables, (void*)positions,
                         (void*)slots, (void*)query_start, (void*)po, (void*)pm, (void*)ps}) {
         LOOM_CUDA_CHECK(cudaFree(ptr));

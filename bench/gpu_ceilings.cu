@@ -26,8 +26,7 @@ int main() {
   void *src = nullptr, *dst = nullptr;
   LOOM_CUDA_CHECK(cudaMalloc(&src, copy_bytes));
   LOOM_CUDA_CHECK(cudaMalloc(&dst, copy_bytes));
-  loom::cuda::RandomFillBFloat16(stream, static_cast<__nv_bfloat16*>(src), copy_bytes / 2, 1.0f,
-                                 1);
+  loom::cuda::RandomFillBFloat16(stream, static_cast<__nv_bfloat16*>(src), copy_bytes / 2, 1.0f, 1);
   const double copy_ms = loom::bench::MedianMs(stream, 3, 20, [&](cudaStream_t s) {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s));
   });
@@ -44,8 +43,8 @@ int main() {
   loom::cuda::RandomFillBFloat16(stream, a, n * n, 1.0f, 2);
   loom::cuda::RandomFillBFloat16(stream, b, n * n, 1.0f, 3);
   loom::cuda::Gemm gemm;
-  const double gemm_ms = loom::bench::MedianMs(
-      stream, 3, 20, [&](cudaStream_t s) { gemm.Run(s, a, b, c, n, n, n); });
+  const double gemm_ms =
+      loom::bench::MedianMs(stream, 3, 20, [&](cudaStream_t s) { gemm.Run(s, a, b, c, n, n, n); });
   const double gemm_flops = 2.0 * n * n * n / (gemm_ms * 1e-3);
 
   cudaDeviceProp prop{};

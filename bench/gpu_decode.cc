@@ -4,7 +4,8 @@
 // bandwidth and bf16 GEMM rate. Prints "RESULT ..." lines.
 //
 //   decode roofline = (weight bytes read + batch * context * KV bytes/token) / copy bandwidth
-//   prefill FLOPs   = 2 * params * tokens + causal attention (4 * layers * heads * head_dim * sum ctx)
+//   prefill FLOPs   = 2 * params * tokens + causal attention (4 * layers * heads * head_dim * sum
+//   ctx)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -86,7 +87,8 @@ struct Workload {
     uint32_t x = 12345;
     for (int s = 0; s < num_seqs; ++s) {
       std::vector<int32_t> t(prompt_len + 1);
-      for (int32_t& id : t) id = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 15) % 128000;
+      for (int32_t& id : t)
+        id = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 15) % 128000;
       tokens.push_back(t);
       std::vector<int32_t> table(blocks_per_seq);
       for (int b = 0; b < blocks_per_seq; ++b) table[b] = 1 + s * blocks_per_seq + b;
@@ -108,7 +110,8 @@ int main() {
     return require != nullptr && std::strcmp(require, "1") == 0 ? 1 : 0;
   }
   const Ceilings ceil = MeasureCeilings();
-  std::printf("RESULT decode_ceilings copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", ceil.copy_bw, ceil.gemm_flops);
+  std::printf("RESULT decode_ceilings copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", ceil.copy_bw,
+              ceil.gemm_flops);
 
   const loom::ModelConfig config = Llama3_8B();
   constexpr int kContext = 1024, kMaxBatch = 256, kPrefillSeqs = 8;
@@ -159,12 +162,13 @@ int main() {
   const double params = 4096.0 * (4096 + 1024 + 1024 + 4096) + 3.0 * 4096 * 14336;  // per layer
   const double layer_flops = 2.0 * params * tokens;
   const double attn_flops = 4.0 * 32 * 128 * (kContext * (kContext + 1) / 2.0) * kPrefillSeqs;
-  const double prefill_flops =
-      32 * (layer_flops + attn_flops) + 2.0 * tokens * 4096 * 128256 / kContext;  // LM head on last rows
+  const double prefill_flops = 32 * (layer_flops + attn_flops) +
+                               2.0 * tokens * 4096 * 128256 / kContext;  // LM head on last rows
   const double pre = MedianOf(prefill_s);
-  std::printf("RESULT prefill seqs=%d prompt=%d step_ms=%.2f tokens_per_s=%.0f flops=%.4e of_gemm=%.3f\n",
-              kPrefillSeqs, kContext, pre * 1e3, tokens / pre, prefill_flops / pre,
-              prefill_flops / pre / ceil.gemm_flops);
+  std::printf(
+      "RESULT prefill seqs=%d prompt=%d step_ms=%.2f tokens_per_s=%.0f flops=%.4e of_gemm=%.3f\n",
+      kPrefillSeqs, kContext, pre * 1e3, tokens / pre, prefill_flops / pre,
+      prefill_flops / pre / ceil.gemm_flops);
 
   // Decode: batch b of the prefilled sequences, each at context kContext + 1.
   const double weight_bytes = static_cast<double>(exec->weight_bytes()) - 128256.0 * 4096 * 2;

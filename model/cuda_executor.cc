@@ -95,7 +95,8 @@ CudaExecutorImpl::~CudaExecutorImpl() {
 absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   const ModelConfig& c = config_;
   if (c.head_dim != 16 && c.head_dim != 32 && c.head_dim != 64 && c.head_dim != 128) {
-    return absl::InvalidArgumentError(absl::StrCat("head_dim ", c.head_dim, " unsupported on CUDA"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("head_dim ", c.head_dim, " unsupported on CUDA"));
   }
   if (c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 8) {
     return absl::InvalidArgumentError("CUDA attention needs <= 8 query heads per kv head");
@@ -115,8 +116,7 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   max_blocks_per_seq_ = (max_model_len_ + options_.block_size - 1) / options_.block_size;
 
   // Upload buffer: the larger of the two layouts plus the sampling pack.
-  const InputLayout mixed(limits.max_tokens, limits.max_seqs, limits.max_seqs,
-                          max_blocks_per_seq_);
+  const InputLayout mixed(limits.max_tokens, limits.max_seqs, limits.max_seqs, max_blocks_per_seq_);
   const size_t sampling_bytes =
       limits.max_seqs * sizeof(kc::SamplingRowGpu) +
       size_t{static_cast<size_t>(limits.max_seqs)} * max_model_len_ * sizeof(kc::PenaltyEntry) +
@@ -141,9 +141,9 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   int64_t blocks = kv_bytes / per_block;
   if (options_.max_num_blocks > 0) blocks = std::min<int64_t>(blocks, options_.max_num_blocks);
   if (blocks < max_blocks_per_seq_ + 1) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "KV pool of ", blocks, " blocks cannot hold one sequence of ", max_model_len_,
-        " tokens (", free_bytes, " bytes free after weights)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KV pool of ", blocks, " blocks cannot hold one sequence of ", max_model_len_,
+                     " tokens (", free_bytes, " bytes free after weights)"));
   }
   num_blocks_ = static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX));
   limits.num_blocks = num_blocks_;
@@ -238,8 +238,8 @@ absl::StatusOr<StepResult> CudaExecutorImpl::Execute(const StepPlan& plan) {
     const ScheduledSeq& s = plan.seqs[i];
     h[l.query_start + i] = row;
     int32_t* table = h + l.block_tables + size_t{static_cast<size_t>(i)} * max_blocks_per_seq_;
-    const int32_t blocks = std::min<int32_t>(static_cast<int32_t>(s.block_table.size()),
-                                             max_blocks_per_seq_);
+    const int32_t blocks =
+        std::min<int32_t>(static_cast<int32_t>(s.block_table.size()), max_blocks_per_seq_);
     std::memcpy(table, s.block_table.data(), blocks * 4);
     for (int32_t t = 0; t < s.num_scheduled_tokens; ++t, ++row) {
       const int32_t pos = s.num_computed_tokens + t;
@@ -345,7 +345,8 @@ absl::StatusOr<StepResult> CudaExecutorImpl::Execute(const StepPlan& plan) {
   sp.out_top_ids = out + 2 * cap;
   sp.out_top_logprobs = reinterpret_cast<float*>(out + 2 * cap + cap * top);
   kc::Sample(sp, stream_);
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(host_out_, dev_out_, out_bytes_, cudaMemcpyDeviceToHost, stream_));
+  LOOM_CUDA_CHECK(
+      cudaMemcpyAsync(host_out_, dev_out_, out_bytes_, cudaMemcpyDeviceToHost, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
   const auto* ho = reinterpret_cast<const int32_t*>(host_out_);

@@ -77,8 +77,8 @@ CudaForward::CudaForward(const ModelConfig& config, const CudaWeights& weights,
   inv_freq_ = Alloc<float>(allocations_, static_cast<int64_t>(inv_freq.size()));
   LOOM_CUDA_CHECK(cudaMemcpy(inv_freq_, inv_freq.data(), inv_freq.size() * sizeof(float),
                              cudaMemcpyHostToDevice));
-  kv_pool_ = Alloc<bf16>(allocations_,
-                         KvBytesPerBlock(c, limits.block_size) / 2 * limits.num_blocks);
+  kv_pool_ =
+      Alloc<bf16>(allocations_, KvBytesPerBlock(c, limits.block_size) / 2 * limits.num_blocks);
 }
 
 CudaForward::~CudaForward() {
@@ -108,8 +108,8 @@ void CudaForward::Run(const CudaStepInputs& in, cudaStream_t stream) {
   kv.positions = in.positions;
   kv.slot_mapping = in.slot_mapping;
   kv.num_tokens = t;
-  const int64_t layer_kv_elems = KvBytesPerBlock(c, limits_.block_size) / 2 / c.num_layers / 2 *
-                                 limits_.num_blocks;
+  const int64_t layer_kv_elems =
+      KvBytesPerBlock(c, limits_.block_size) / 2 / c.num_layers / 2 * limits_.num_blocks;
 
   const bf16* pending = nullptr;  // the down projection to add into the residual
   for (int32_t layer = 0; layer < c.num_layers; ++layer) {

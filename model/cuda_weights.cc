@@ -94,8 +94,10 @@ absl::Status CudaWeights::Allocate() {
   lm_head_ = b + lm_head;
   layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    layers_[i] = {b + lo[i].in_norm,   b + lo[i].qkv,     lo[i].bias >= 0 ? b + lo[i].bias : nullptr,
-                  b + lo[i].o,         b + lo[i].post_norm, b + lo[i].gate_up, b + lo[i].down};
+    layers_[i] = {
+        b + lo[i].in_norm, b + lo[i].qkv,       lo[i].bias >= 0 ? b + lo[i].bias : nullptr,
+        b + lo[i].o,       b + lo[i].post_norm, b + lo[i].gate_up,
+        b + lo[i].down};
   }
   return absl::OkStatus();
 }
@@ -152,7 +154,9 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Dummy(const ModelConfi
     cuda::RandomFillBFloat16(nullptr, dst, elems, 1.0f / std::sqrt(static_cast<float>(in)),
                              seed * 1000003 + n++);
   };
-  auto ones = [](__nv_bfloat16* dst, int64_t elems) { cuda::FillBFloat16(nullptr, dst, elems, 1.0f); };
+  auto ones = [](__nv_bfloat16* dst, int64_t elems) {
+    cuda::FillBFloat16(nullptr, dst, elems, 1.0f);
+  };
   random(w->embed_, int64_t{c.vocab_size} * hidden, hidden);
   ones(w->final_norm_, hidden);
   if (!c.tie_word_embeddings) random(w->lm_head_, int64_t{c.vocab_size} * hidden, hidden);

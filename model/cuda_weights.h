@@ -17,13 +17,13 @@
 namespace loom {
 
 struct CudaLayerWeights {
-  __nv_bfloat16* input_norm = nullptr;     // [hidden]
-  __nv_bfloat16* qkv = nullptr;            // [(heads + 2 * kv_heads) * head_dim, hidden]
-  __nv_bfloat16* qkv_bias = nullptr;       // [(heads + 2 * kv_heads) * head_dim] or null
-  __nv_bfloat16* o = nullptr;              // [hidden, heads * head_dim]
+  __nv_bfloat16* input_norm = nullptr;      // [hidden]
+  __nv_bfloat16* qkv = nullptr;             // [(heads + 2 * kv_heads) * head_dim, hidden]
+  __nv_bfloat16* qkv_bias = nullptr;        // [(heads + 2 * kv_heads) * head_dim] or null
+  __nv_bfloat16* o = nullptr;               // [hidden, heads * head_dim]
   __nv_bfloat16* post_attn_norm = nullptr;  // [hidden]
-  __nv_bfloat16* gate_up = nullptr;        // [2 * inter, hidden]
-  __nv_bfloat16* down = nullptr;           // [hidden, inter]
+  __nv_bfloat16* gate_up = nullptr;         // [2 * inter, hidden]
+  __nv_bfloat16* down = nullptr;            // [hidden, inter]
 };
 
 class CudaWeights {

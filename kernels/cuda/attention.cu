@@ -61,8 +61,9 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
     const int g = i / kHeadDim, d = i % kHeadDim;
-    q_s[g][d] = ToFloat(p.q[static_cast<int64_t>(t) * p.q_stride +
-                            (kv_head * group + g) * kHeadDim + d]) * p.scale;
+    q_s[g][d] =
+        ToFloat(p.q[static_cast<int64_t>(t) * p.q_stride + (kv_head * group + g) * kHeadDim + d]) *
+        p.scale;
   }
   if (threadIdx.x < kMaxGroup) {
     m_s[threadIdx.x] = -FLT_MAX;
@@ -218,8 +219,8 @@ template <typename T, int kHeadDim>
 void Launch(const PagedAttentionParams<T>& p, cudaStream_t stream) {
   const bool split = p.partition_size > 0 && p.kv.num_tokens == p.kv.num_seqs;
   const dim3 grid(p.kv.num_tokens, p.kv.num_kv_heads, split ? p.max_partitions : 1);
-  AttentionKernel<T, kHeadDim><<<grid, kThreads, 0, stream>>>(p, split ? p.partition_size : INT_MAX,
-                                                              split);
+  AttentionKernel<T, kHeadDim>
+      <<<grid, kThreads, 0, stream>>>(p, split ? p.partition_size : INT_MAX, split);
   LOOM_CUDA_CHECK_LAUNCH();
   if (split && p.max_partitions > 1) {
     ReduceKernel<T, kHeadDim><<<dim3(p.kv.num_tokens, p.num_heads), kHeadDim, 0, stream>>>(p);

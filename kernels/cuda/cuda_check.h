@@ -24,13 +24,13 @@ inline bool CudaOk(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
 }  // namespace loom::cuda
 
 // Works for cudaError_t and cublasStatus_t results alike.
-#define LOOM_CUDA_CHECK(expr)                                                          \
-  do {                                                                                 \
-    auto loom_cuda_check_result_ = (expr);                                             \
-    if (!::loom::cuda::CudaOk(loom_cuda_check_result_)) {                              \
-      ::loom::cuda::CudaCheckFailed(::loom::cuda::CudaErrorText(loom_cuda_check_result_), \
-                                    #expr, __FILE__, __LINE__);                        \
-    }                                                                                  \
+#define LOOM_CUDA_CHECK(expr)                                                                    \
+  do {                                                                                           \
+    auto loom_cuda_check_result_ = (expr);                                                       \
+    if (!::loom::cuda::CudaOk(loom_cuda_check_result_)) {                                        \
+      ::loom::cuda::CudaCheckFailed(::loom::cuda::CudaErrorText(loom_cuda_check_result_), #expr, \
+                                    __FILE__, __LINE__);                                         \
+    }                                                                                            \
   } while (0)
 
 // After a kernel launch: catches bad launch configurations at their source.
@@ -38,7 +38,7 @@ inline bool CudaOk(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; }
 
 // Shape and argument checks of the launchers: a caller passing an unsupported
 // shape is a bug in the caller.
-#define LOOM_KERNEL_CHECK(cond)                                                       \
-  do {                                                                                \
+#define LOOM_KERNEL_CHECK(cond)                                                                 \
+  do {                                                                                          \
     if (!(cond)) ::loom::cuda::CudaCheckFailed("unsupported shape", #cond, __FILE__, __LINE__); \
   } while (0)

@@ -1,6 +1,5 @@
-#include "kernels/cuda/gemm.h"
-
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm.h"
 
 namespace loom::cuda {
 namespace {
@@ -37,10 +36,10 @@ const Gemm::Plan& Gemm::GetPlan(int64_t m, int64_t n, int64_t k, int64_t ldx, in
   const cudaDataType_t c_type = out == GemmOut::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
   LOOM_CUDA_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  LOOM_CUDA_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                 &trans_a, sizeof(trans_a)));
-  LOOM_CUDA_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                 &trans_b, sizeof(trans_b)));
+  LOOM_CUDA_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
+                                                 sizeof(trans_a)));
+  LOOM_CUDA_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b,
+                                                 sizeof(trans_b)));
   LOOM_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, k, n, k));
   LOOM_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, k, m, ldx));
   LOOM_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan.c, c_type, n, m, ldy));
@@ -51,8 +50,8 @@ const Gemm::Plan& Gemm::GetPlan(int64_t m, int64_t n, int64_t k, int64_t ldx, in
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  LOOM_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c,
-                                                 plan.c, pref, 1, &result, &found));
+  LOOM_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                 pref, 1, &result, &found));
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
     CudaCheckFailed("no algorithm", "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
@@ -66,9 +65,8 @@ void Gemm::Run(cudaStream_t stream, const __nv_bfloat16* x, int64_t ldx, const _
   if (m == 0) return;
   const Plan& plan = GetPlan(m, n, k, ldx, ldy, out);
   const float alpha = 1.0f, beta = 0.0f;
-  LOOM_CUDA_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
-                                 plan.c, y, plan.c, &plan.algo, workspace_, workspace_bytes_,
-                                 stream));
+  LOOM_CUDA_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y, plan.c,
+                                 y, plan.c, &plan.algo, workspace_, workspace_bytes_, stream));
 }
 
 }  // namespace loom::cuda

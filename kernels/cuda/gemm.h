@@ -25,11 +25,10 @@ class Gemm {
   // y = x W^T. Shapes: x [m,k] with row stride ldx, w [n,k] dense, y [m,n]
   // with row stride ldy; all row-major. y is bf16 or fp32 as `out` says.
   void Run(cudaStream_t stream, const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
-           void* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
-           GemmOut out = GemmOut::kBFloat16);
+           void* y, int64_t ldy, int64_t m, int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16);
   // Dense operands: ldx = k, ldy = n.
-  void Run(cudaStream_t stream, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
-           int64_t m, int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16) {
+  void Run(cudaStream_t stream, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int64_t m,
+           int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16) {
     Run(stream, x, k, w, y, n, m, n, k, out);
   }
 

@@ -9,8 +9,8 @@ namespace {
 __global__ void AddBiasKernel(__nv_bfloat16* y, int ldy, int n, const __nv_bfloat16* bias) {
   const int64_t row = blockIdx.y;
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
-    y[row * ldy + j] = __float2bfloat16(__bfloat162float(y[row * ldy + j]) +
-                                        __bfloat162float(bias[j]));
+    y[row * ldy + j] =
+        __float2bfloat16(__bfloat162float(y[row * ldy + j]) + __bfloat162float(bias[j]));
   }
 }
 

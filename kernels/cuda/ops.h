@@ -8,11 +8,11 @@
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
-#include "kernels/cuda/gemm.h"
 
 namespace loom::kernels::cuda {
 

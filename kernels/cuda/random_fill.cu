@@ -1,6 +1,5 @@
-#include "kernels/cuda/random_fill.h"
-
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/random_fill.h"
 #include "kernels/philox.h"
 
 namespace loom::cuda {
@@ -12,9 +11,9 @@ __global__ void RandomFillKernel(__nv_bfloat16* data, int64_t n, float scale, ui
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g * 8 < n;
        g += stride) {
-    const kernels::Philox4x32Result r = kernels::Philox4x32_10(
-        static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), 0x5EEDu, 0u,
-        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    const kernels::Philox4x32Result r =
+        kernels::Philox4x32_10(static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), 0x5EEDu,
+                               0u, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t i = g * 8 + j;

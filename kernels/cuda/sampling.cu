@@ -74,8 +74,8 @@ __device__ float MassFrom(const float* row, int vocab, uint32_t min_key, F f, fl
 
 // Largest key K with MassFrom(K) >= target (`strict`: > target); lo must satisfy it.
 template <typename F>
-__device__ uint32_t Bisect(const float* row, int vocab, uint32_t lo, float target, bool strict,
-                           F f, float* scratch) {
+__device__ uint32_t Bisect(const float* row, int vocab, uint32_t lo, float target, bool strict, F f,
+                           float* scratch) {
   uint32_t hi = 0xffffffffu;
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo) / 2 + 1;
@@ -93,7 +93,8 @@ __device__ uint32_t Bisect(const float* row, int vocab, uint32_t lo, float targe
 // the first whose running weight sum exceeds u * total. Each thread owns a
 // contiguous id range; one block scan over the range sums finds the owner.
 template <typename F>
-__device__ int DrawInIdOrder(const float* row, int vocab, uint32_t threshold, F weight, float uniform, float* scratch) {
+__device__ int DrawInIdOrder(const float* row, int vocab, uint32_t threshold, F weight,
+                             float uniform, float* scratch) {
   using Scan = cub::BlockScan<float, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ int picked;
@@ -144,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
     if (row.repetition_penalty != 1.0f) {
       l = l > 0.0f ? l / row.repetition_penalty : l * row.repetition_penalty;
     }
-    l -= row.frequency_penalty * e.output_count + (e.output_count > 0 ? row.presence_penalty : 0.0f);
+    l -=
+        row.frequency_penalty * e.output_count + (e.output_count > 0 ? row.presence_penalty : 0.0f);
     logits[e.token_id] = l;
   }
   __syncthreads();

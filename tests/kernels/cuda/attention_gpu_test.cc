@@ -53,7 +53,8 @@ struct Step {
       context_lens.push_back(len);
       for (int p = computed; p < len; ++p) {
         positions.push_back(p);
-        slots.push_back(block_tables[i * max_blocks + p / kBlockSize] * kBlockSize + p % kBlockSize);
+        slots.push_back(block_tables[i * max_blocks + p / kBlockSize] * kBlockSize +
+                        p % kBlockSize);
       }
       query_start.push_back(static_cast<int32_t>(positions.size()));
     }
@@ -79,12 +80,12 @@ kernels::PagedKv<T> View(const Shape& s, const Step& st, T* k, T* v) {
 const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       {1, 1, 64, {{0, 1}}},
-      {2, 2, 16, {{0, 9}, {30, 1}, {70, 20}}},                      // tiny-model heads
+      {2, 2, 16, {{0, 9}, {30, 1}, {70, 20}}},  // tiny-model heads
       {1, 4, 32, {{200, 1}, {5, 1}}},
-      {2, 4, 128, {{0, 5}, {17, 1}, {100, 30}}},                    // mixed
-      {8, 4, 128, {{1023, 1}, {300, 1}, {4000, 1}, {16, 1}}},       // decodes
-      {4, 8, 64, {{0, 40}, {64, 33}}},                              // prefill over a prefix
-      {2, 2, 128, {{2047, 1}, {0, 1}, {5000, 1}}},                  // long decode
+      {2, 4, 128, {{0, 5}, {17, 1}, {100, 30}}},               // mixed
+      {8, 4, 128, {{1023, 1}, {300, 1}, {4000, 1}, {16, 1}}},  // decodes
+      {4, 8, 64, {{0, 40}, {64, 33}}},                         // prefill over a prefix
+      {2, 2, 128, {{2047, 1}, {0, 1}, {5000, 1}}},             // long decode
   };
   return shapes;
 }
@@ -104,7 +105,8 @@ TYPED_TEST(AttentionGpuTest, RopeKvWriteMatchesReference) {
     const int width = (heads + 2 * s.kv_heads) * d;
     const size_t pool = size_t(st.num_blocks) * s.kv_heads * Step::kBlockSize * d;
     std::vector<float> qkv = RandomValues<T>(size_t(st.num_tokens) * width, seed++);
-    std::vector<float> k_cache = RandomValues<T>(pool, seed++), v_cache = RandomValues<T>(pool, seed++);
+    std::vector<float> k_cache = RandomValues<T>(pool, seed++),
+                       v_cache = RandomValues<T>(pool, seed++);
     std::vector<float> inv_freq(d / 2);
     kernels::ComputeRopeInvFreq(500000.0f, d, kernels::RopeScaling{}, inv_freq.data());
 
@@ -200,8 +202,8 @@ TYPED_TEST(AttentionGpuTest, PagedAttentionMatchesReference) {
       p.partial_max = d_pm.get();
       p.partial_sum = d_ps.get();
       kc::PagedAttention(p, nullptr);
-      SCOPED_TRACE(::testing::Message() << "head_dim " << d << " group " << s.group
-                                        << " partition " << partition);
+      SCOPED_TRACE(::testing::Message()
+                   << "head_dim " << d << " group " << s.group << " partition " << partition);
       ExpectNear<T>(d_out.Download(), ref);
       EXPECT_TRUE(d_out.GuardsIntact());
     }

@@ -24,13 +24,13 @@ bool GpuRequired();
 // Counts the GPU cases that ran on a device (checked by the test main).
 void CountGpuCase();
 
-#define LOOM_REQUIRE_GPU_OR_SKIP()                                                \
-  do {                                                                            \
-    if (!::loom::testing::GpuAvailable()) {                                       \
+#define LOOM_REQUIRE_GPU_OR_SKIP()                                                         \
+  do {                                                                                     \
+    if (!::loom::testing::GpuAvailable()) {                                                \
       if (::loom::testing::GpuRequired()) GTEST_FAIL() << "LOOM_REQUIRE_GPU=1 but no GPU"; \
-      GTEST_SKIP() << "no CUDA device";                                           \
-    }                                                                             \
-    ::loom::testing::CountGpuCase();                                              \
+      GTEST_SKIP() << "no CUDA device";                                                    \
+    }                                                                                      \
+    ::loom::testing::CountGpuCase();                                                       \
   } while (0)
 
 // Tolerances per storage type. bf16 keeps 8 significant bits (relative step
@@ -138,7 +138,8 @@ inline void ExpectNear(const std::vector<float>& got, const std::vector<float>& 
   ASSERT_EQ(got.size(), ref.size());
   int failures = 0;
   for (size_t i = 0; i < got.size() && failures < 10; ++i) {
-    if (!std::isfinite(got[i]) || !(std::fabs(got[i] - ref[i]) <= atol + rtol * std::fabs(ref[i]))) {
+    if (!std::isfinite(got[i]) ||
+        !(std::fabs(got[i] - ref[i]) <= atol + rtol * std::fabs(ref[i]))) {
       ADD_FAILURE() << "index " << i << ": got " << got[i] << " want " << ref[i];
       ++failures;
     }

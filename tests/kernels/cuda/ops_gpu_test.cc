@@ -44,18 +44,19 @@ TYPED_TEST(OpsGpuTest, EmbeddingMatchesReference) {
 TYPED_TEST(OpsGpuTest, ResidualRmsNormMatchesReference) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   using T = TypeParam;
-  for (auto [tokens, hidden] : {std::pair{1, 64}, {5, 576}, {17, 4096}, {3, 8192 / int(sizeof(T) / 2)}}) {
+  for (auto [tokens, hidden] :
+       {std::pair{1, 64}, {5, 576}, {17, 4096}, {3, 8192 / int(sizeof(T) / 2)}}) {
     for (bool add : {false, true}) {
       const size_t n = size_t(tokens) * hidden;
       std::vector<float> x = RandomValues<T>(n, 2), res = RandomValues<T>(n, 3, -4.0f, 4.0f);
       std::vector<float> w = RandomValues<T>(hidden, 4, 0.5f, 1.5f);
       GuardedBuffer<T> d_x(x), d_res(res), d_w(w), d_out(n);
       std::vector<float> ref(n);
-      kernels::cpu::RmsNormRef({add ? x.data() : nullptr, res.data(), w.data(), ref.data(), tokens,
-                                hidden, 1e-5f});
-      kc::RmsNorm<T>({add ? d_x.get() : nullptr, d_res.get(), d_w.get(), d_out.get(), tokens, hidden,
-                      1e-5f},
-                     nullptr);
+      kernels::cpu::RmsNormRef(
+          {add ? x.data() : nullptr, res.data(), w.data(), ref.data(), tokens, hidden, 1e-5f});
+      kc::RmsNorm<T>(
+          {add ? d_x.get() : nullptr, d_res.get(), d_w.get(), d_out.get(), tokens, hidden, 1e-5f},
+          nullptr);
       // The residual is stored in T before normalisation: compare it exactly
       // after the same rounding, and the output within tolerance.
       std::vector<float> res_rounded = res;
@@ -85,17 +86,18 @@ TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
 TEST(GemmGpuTest, Bf16MatmulMatchesReference) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   cuda::Gemm gemm;
-  for (auto [m, n, k] : {std::tuple{1, 64, 64}, {7, 576, 1536}, {64, 1024, 4096}, {300, 384, 200}}) {
+  for (auto [m, n, k] :
+       {std::tuple{1, 64, 64}, {7, 576, 1536}, {64, 1024, 4096}, {300, 384, 200}}) {
     for (bool bias : {false, true}) {
       std::vector<float> x = RandomValues<bf16>(size_t(m) * k, 6);
       std::vector<float> w = RandomValues<bf16>(size_t(n) * k, 7);
       std::vector<float> b = RandomValues<bf16>(n, 8);
       std::vector<float> ref(size_t(m) * n);
-      kernels::cpu::MatmulRef({x.data(), w.data(), bias ? b.data() : nullptr, ref.data(), m, n, k,
-                               k, n});
+      kernels::cpu::MatmulRef(
+          {x.data(), w.data(), bias ? b.data() : nullptr, ref.data(), m, n, k, k, n});
       GuardedBuffer<bf16> d_x(x), d_w(w), d_b(b), d_y(ref.size());
-      kc::Matmul({d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, d_y.get(), m, n, k, k, n},
-                 gemm, nullptr);
+      kc::Matmul({d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, d_y.get(), m, n, k, k, n}, gemm,
+                 nullptr);
       // Sums of k products of magnitude <= 1: scale atol with sqrt(k).
       ExpectNear(d_y.Download(), ref, 0.02f * std::sqrt(float(k)) / 8.0f, 0.02f);
       EXPECT_TRUE(d_y.GuardsIntact());

@@ -37,9 +37,17 @@ std::vector<Case> Cases(const std::vector<int32_t>& history, const std::vector<i
   add("greedy", [](auto& r) { r.temperature = 0.0f; });
   add("temperature", [](auto& r) { r.temperature = 0.8f; });
   add("top_k", [](auto& r) { r.top_k = 40; });
-  add("top_p", [](auto& r) { r.top_p = 0.9f; r.temperature = 0.7f; });
+  add("top_p", [](auto& r) {
+    r.top_p = 0.9f;
+    r.temperature = 0.7f;
+  });
   add("min_p", [](auto& r) { r.min_p = 0.05f; });
-  add("all_filters", [](auto& r) { r.top_k = 100; r.top_p = 0.8f; r.min_p = 0.02f; r.temperature = 1.3f; });
+  add("all_filters", [](auto& r) {
+    r.top_k = 100;
+    r.top_p = 0.8f;
+    r.min_p = 0.02f;
+    r.temperature = 1.3f;
+  });
   add("penalties", [](auto& r) {
     r.repetition_penalty = 1.3f;
     r.presence_penalty = 0.5f;
@@ -75,7 +83,8 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
         rows.push_back(c.row);
       }
       const int n = static_cast<int>(rows.size());
-      std::vector<float> logits = RandomValues<float>(size_t(n) * vocab, uint32_t(seed + vocab), -8, 8);
+      std::vector<float> logits =
+          RandomValues<float>(size_t(n) * vocab, uint32_t(seed + vocab), -8, 8);
       GuardedBuffer<float> d_logits(logits);
 
       std::vector<int32_t> want(n), want_top(n * kTopMax);
@@ -119,7 +128,8 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
           cudaMemcpy(got_top.data(), p.out_top_ids, n * kTopMax * 4, cudaMemcpyDeviceToHost));
       const std::vector<float> got_lp = d_lp.Download(), got_top_lp = d_top_lp.Download();
       for (int i = 0; i < n; ++i) {
-        SCOPED_TRACE(::testing::Message() << cases[i].name << " vocab " << vocab << " seed " << seed);
+        SCOPED_TRACE(::testing::Message()
+                     << cases[i].name << " vocab " << vocab << " seed " << seed);
         EXPECT_EQ(got[i], want[i]);
         EXPECT_NEAR(got_lp[i], want_lp[i], 1e-3f);
         for (int k = 0; k < rows[i].num_logprobs; ++k) {

@@ -3,6 +3,8 @@
 // executors — one prefill of every golden prompt, chunked prefill mixed with
 // decodes, then pure-decode steps that replay CUDA graphs — and the top-5
 // logprobs and greedy tokens must agree within bf16 tolerance.
+#include "model/cuda_executor.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +15,6 @@
 
 #include "gtest/gtest.h"
 #include "model/cpu_executor.h"
-#include "model/cuda_executor.h"
 #include "model/executor_factory.h"
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -43,7 +44,8 @@ std::vector<std::vector<int32_t>> GoldenPrompts(const std::string& dir) {
   EXPECT_TRUE(in.good()) << dir;
   const nlohmann::json j = nlohmann::json::parse(in);
   std::vector<std::vector<int32_t>> prompts;
-  for (const auto& r : j.at("runs")) prompts.push_back(r.at("prompt_ids").get<std::vector<int32_t>>());
+  for (const auto& r : j.at("runs"))
+    prompts.push_back(r.at("prompt_ids").get<std::vector<int32_t>>());
   return prompts;
 }
 
