@@ -302,7 +302,7 @@ absl::StatusOr<StepResult> CudaExecutorImpl::Execute(const StepPlan& plan) {
       off = upload_bytes_ + 1;
       return size_t{0};
     }
-    std::memcpy(host_in_ + off, v.data(), n);
+    if (n > 0) std::memcpy(host_in_ + off, v.data(), n);
     off += n;
     return at;
   };
