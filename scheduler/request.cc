@@ -10,8 +10,4 @@ uint64_t DeriveSampleSeed(uint64_t seed, uint32_t index) {
   return z ^ (z >> 31);
 }
 
-CacheRequest Sequence::cache_request() const {
-  return CacheRequest{.seq_id = seq_id, .token_ids = token_ids, .cache_salt = request->cache_salt};
-}
-
 }  // namespace loom

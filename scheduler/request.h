@@ -8,12 +8,14 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "cache/kv_cache_manager.h"
 #include "scheduler/request_params.h"
 #include "scheduler/sampling_params.h"
+#include "scheduler/stop_checker.h"
 
 namespace loom {
 
@@ -52,24 +54,34 @@ enum class SeqState {
 
 struct Request;
 
+// Fields read every step come first, copied from the request where that
+// spares a step from touching the request at all.
 struct Sequence {
   int64_t seq_id = 0;
-  uint32_t index = 0;
-  Request* request = nullptr;
-  SeqKey key;
+  int32_t num_computed_tokens = 0;
+  int32_t num_prompt_tokens = 0;
   SeqState state = SeqState::kPending;
+  uint32_t index = 0;
   // The prompt followed by this sample's generated tokens.
   std::vector<int32_t> token_ids;
-  int32_t num_computed_tokens = 0;
-  SamplingParams sampling;  // with this sample's seed
-  // Blocks in this sequence's table, and under reserve admission the blocks it
-  // may still take (its reservation minus what it holds).
-  int32_t num_blocks_held = 0;
+  // The cache's block table for this sequence, mirrored from what
+  // AllocateSlots and Fork report, so that a plan needs no table lookups.
+  std::vector<BlockId> block_table;
+  StopRules stop;
+  std::string_view cache_salt;  // the request's
+  // Under reserve admission: blocks it may still take (its reservation minus
+  // what it holds).
   int32_t num_blocks_reserved = 0;
+  Request* request = nullptr;
+  SeqKey key;
+  SamplingParams sampling;  // with this sample's seed
 
   [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
-  [[nodiscard]] CacheRequest cache_request() const;
+  [[nodiscard]] int32_t num_blocks_held() const { return static_cast<int32_t>(block_table.size()); }
+  [[nodiscard]] CacheRequest cache_request() const {
+    return CacheRequest{.seq_id = seq_id, .token_ids = token_ids, .cache_salt = cache_salt};
+  }
 };
 
 struct Request {

@@ -6,7 +6,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/check.h"
-#include "scheduler/stop_checker.h"
 
 namespace loom {
 namespace {
@@ -91,7 +90,10 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
     auto seq = std::make_unique<Sequence>();
     const auto index = static_cast<uint32_t>(i);
     seq->seq_id = static_cast<int64_t>(handle) * kMaxSamplesPerRequest + i;
+    seq->num_prompt_tokens = num_prompt_tokens;
     seq->index = index;
+    seq->stop = StopRules::From(request->stopping);
+    seq->cache_salt = request->cache_salt;
     seq->request = request.get();
     seq->key = SeqKey{.rank = rank, .handle = handle, .index = index};
     seq->state = i == 0 ? SeqState::kWaiting : SeqState::kPending;
@@ -118,8 +120,6 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   scheduled_.reserve(running_.size() + 8);
   int32_t budget = config_.max_num_batched_tokens;
   if (ScheduleRunning(budget, plan)) AdmitWaiting(now, budget, plan);
-  // Block tables last: a BlockTable span lasts only until the next allocation.
-  for (ScheduledSeq& seq : plan.seqs) seq.block_table = cache_->BlockTable(seq.seq_id);
   in_flight_ = true;
   return plan;
 }
@@ -148,7 +148,8 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       std::optional<std::vector<BlockId>> blocks =
           cache_->AllocateSlots(req, seq.num_computed_tokens, num_new);
       if (blocks.has_value()) {
-        SetHeldBlocks(seq, seq.num_blocks_held + static_cast<int32_t>(blocks->size()));
+        seq.block_table.insert(seq.block_table.end(), blocks->begin(), blocks->end());
+        UpdateReservation(seq);
         break;
       }
       // running_ is in key order and sequences after i are not planned yet,
@@ -189,7 +190,9 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     seq.state = SeqState::kRunning;
     ++num_running_;
     seq.num_computed_tokens = hit.num_computed_tokens;
-    SetHeldBlocks(seq, static_cast<int32_t>(hit.blocks.size() + blocks->size()));
+    seq.block_table = std::move(hit.blocks);
+    seq.block_table.insert(seq.block_table.end(), blocks->begin(), blocks->end());
+    UpdateReservation(seq);
     HoldPendingSlots(request);
     if (!request.started) {
       request.started = true;
@@ -209,10 +212,11 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
   ScheduledSeq& planned = plan.seqs.emplace_back();
   planned.seq_id = seq.seq_id;
   planned.all_token_ids = seq.token_ids;
-  planned.num_prompt_tokens = seq.request->num_prompt_tokens;
+  planned.num_prompt_tokens = seq.num_prompt_tokens;
   planned.num_computed_tokens = seq.num_computed_tokens;
   planned.num_scheduled_tokens = num_new_tokens;
   planned.sample = seq.num_computed_tokens + num_new_tokens == seq.num_tokens();
+  planned.block_table = seq.block_table;  // final: a sequence allocates once a step
   planned.sampling = planned.sample ? &seq.sampling : nullptr;
   plan.num_scheduled_tokens += num_new_tokens;
   scheduled_.push_back(&seq);
@@ -230,13 +234,15 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   size_t num_samples = 0;
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     Sequence& seq = *scheduled_[i];
-    LOOM_SCHEDULER_CHECK(seq.seq_id == plan.seqs[i].seq_id);
-    seq.num_computed_tokens += plan.seqs[i].num_scheduled_tokens;
-    num_samples += plan.seqs[i].sample ? 1 : 0;
-    Request& request = *seq.request;
-    if (seq.index == 0 && request.num_pending > 0 &&
-        seq.num_computed_tokens >= request.num_prompt_tokens) {
-      ForkSiblings(request, forked);
+    const ScheduledSeq& planned = plan.seqs[i];
+    LOOM_SCHEDULER_CHECK(seq.seq_id == planned.seq_id);
+    const bool completes_prompt =
+        seq.num_computed_tokens < seq.num_prompt_tokens &&
+        seq.num_computed_tokens + planned.num_scheduled_tokens >= seq.num_prompt_tokens;
+    seq.num_computed_tokens += planned.num_scheduled_tokens;
+    num_samples += planned.sample ? 1 : 0;
+    if (completes_prompt && seq.index == 0 && seq.request->num_pending > 0) {
+      ForkSiblings(*seq.request, forked);
     }
   }
   LOOM_SCHEDULER_CHECK(result.sampled.size() == num_samples) << "one token per sampling sequence";
@@ -246,20 +252,19 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   scheduled_index_.clear();
   for (const SampledToken& sampled : result.sampled) {
     Sequence& seq = FindScheduled(plan, sampled.seq_id, cursor);
-    Request& request = *seq.request;
     seq.token_ids.push_back(sampled.token_id);
-    output.new_tokens.push_back(NewToken{.handle = request.handle,
+    output.new_tokens.push_back(NewToken{.handle = seq.key.handle,
                                          .index = seq.index,
                                          .token_id = sampled.token_id,
                                          .logprob = sampled.logprob,
                                          .top = sampled.top});
     std::string stop_reason;
-    const FinishReason reason =
-        CheckStop(seq.token_ids, request.num_prompt_tokens, request.stopping, config_.eos_token_ids,
-                  max_model_len_, &stop_reason);
+    const FinishReason reason = CheckStop(seq.token_ids, seq.num_prompt_tokens, seq.stop,
+                                          config_.eos_token_ids, max_model_len_, &stop_reason);
     if (reason == FinishReason::kNone) continue;
+    const Request& request = *seq.request;
     EndSeq(seq);
-    output.finished.push_back(FinishedSeq{.handle = request.handle,
+    output.finished.push_back(FinishedSeq{.handle = seq.key.handle,
                                           .index = seq.index,
                                           .reason = reason,
                                           .stop_reason = std::move(stop_reason),
@@ -307,9 +312,11 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
     if (child->state != SeqState::kPending) continue;
     cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
     child->num_computed_tokens = num_shared_blocks * block_size_;
+    child->block_table.assign(parent.block_table.begin(),
+                              parent.block_table.begin() + num_shared_blocks);
     child->state = SeqState::kRunning;
     ++num_running_;
-    SetHeldBlocks(*child, num_shared_blocks);
+    UpdateReservation(*child);
     forked.push_back(child.get());
   }
   request.num_pending = 0;
@@ -455,10 +462,9 @@ void Scheduler::ReleasePendingSlots(Request& request) {
   }
 }
 
-void Scheduler::SetHeldBlocks(Sequence& seq, int32_t num_blocks_held) {
-  seq.num_blocks_held = num_blocks_held;
+void Scheduler::UpdateReservation(Sequence& seq) {
   if (config_.admission != AdmissionPolicy::kReserve) return;
-  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - num_blocks_held);
+  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;
 }
@@ -466,7 +472,7 @@ void Scheduler::SetHeldBlocks(Sequence& seq, int32_t num_blocks_held) {
 void Scheduler::ClearReservation(Sequence& seq) {
   num_reserved_blocks_ -= seq.num_blocks_reserved;
   seq.num_blocks_reserved = 0;
-  seq.num_blocks_held = 0;
+  seq.block_table.clear();
 }
 
 void Scheduler::CollectGarbage() {

@@ -186,8 +186,9 @@ class Scheduler {
   // Batch slots and reserved blocks held for not-yet-forked samples.
   void HoldPendingSlots(Request& request);
   void ReleasePendingSlots(Request& request);
-  // Keeps num_blocks_reserved (and the total) in step with num_blocks_held.
-  void SetHeldBlocks(Sequence& seq, int32_t num_blocks_held);
+  // Keeps num_blocks_reserved (and the total) in step with the blocks held.
+  void UpdateReservation(Sequence& seq);
+  // Forgets the blocks (and reservation) of a sequence whose blocks were freed.
   void ClearReservation(Sequence& seq);
 
   // Drops ended sequences from running_ and destroys retired requests.

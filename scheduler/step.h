@@ -39,7 +39,7 @@ struct ScheduledSeq {
 };
 
 struct StepPlan {
-  std::vector<ScheduledSeq> seqs;  // prefill chunks and decodes, in any order
+  std::vector<ScheduledSeq> seqs;    // prefill chunks and decodes, in any order
   int32_t num_scheduled_tokens = 0;  // sum over seqs
 };
 
@@ -51,8 +51,8 @@ struct TopLogprob {
 struct SampledToken {
   int64_t seq_id = 0;
   int32_t token_id = 0;
-  float logprob = 0.0f;            // of token_id, after penalties, before temperature
-  std::vector<TopLogprob> top;     // when sampling->num_logprobs > 0, best first
+  float logprob = 0.0f;         // of token_id, after penalties, before temperature
+  std::vector<TopLogprob> top;  // when sampling->num_logprobs > 0, best first
 };
 
 struct StepResult {

@@ -175,12 +175,14 @@ TEST(StoppingTest, StopBeatsLengthOnTheSameToken) {
   stopping.max_tokens = 1;
   const std::vector<int32_t> tokens = {5, 6, kFakeEosToken};
   const std::vector<int32_t> eos = {kFakeEosToken};
-  EXPECT_EQ(CheckStop(tokens, 2, stopping, eos, 64, &reason), FinishReason::kStop);
+  EXPECT_EQ(CheckStop(tokens, 2, StopRules::From(stopping), eos, 64, &reason), FinishReason::kStop);
   stopping.ignore_eos = true;
-  EXPECT_EQ(CheckStop(tokens, 2, stopping, eos, 64, &reason), FinishReason::kLength);
+  EXPECT_EQ(CheckStop(tokens, 2, StopRules::From(stopping), eos, 64, &reason),
+            FinishReason::kLength);
   stopping.max_tokens = 2;
-  EXPECT_EQ(CheckStop(tokens, 2, stopping, eos, 64, &reason), FinishReason::kNone);
-  EXPECT_EQ(CheckStop(tokens, 2, stopping, eos, 3, &reason), FinishReason::kLength);
+  EXPECT_EQ(CheckStop(tokens, 2, StopRules::From(stopping), eos, 64, &reason), FinishReason::kNone);
+  EXPECT_EQ(CheckStop(tokens, 2, StopRules::From(stopping), eos, 3, &reason),
+            FinishReason::kLength);
 }
 
 TEST(DeadlineTest, ExpiredRequestsAreDroppedBeforeMoreCompute) {

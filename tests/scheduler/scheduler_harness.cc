@@ -1,5 +1,6 @@
 #include "tests/scheduler/scheduler_harness.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,9 @@ std::string SchedulerHarness::Step() {
   EXPECT_LE(scheduler_->num_running(), options_.scheduler.max_num_seqs);
   std::vector<std::string> parts;
   for (const ScheduledSeq& seq : plan.seqs) {
+    const std::span<const BlockId> table = cache_->BlockTable(seq.seq_id);
+    EXPECT_TRUE(std::ranges::equal(seq.block_table, table))
+        << "the plan's block table of seq " << seq.seq_id << " is not the cache's";
     parts.push_back(absl::StrCat(seq.seq_id / kMaxSamplesPerRequest, ".",
                                  seq.seq_id % kMaxSamplesPerRequest, ":", seq.num_computed_tokens,
                                  "+", seq.num_scheduled_tokens, seq.sample ? "*" : ""));
