@@ -143,6 +143,15 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
     const int32_t num_new = ChunkSize(num_uncomputed, available);
     if (num_new <= 0) continue;
 
+    // Most decodes fit in the last block held and fill no block: for the
+    // cache such a call has nothing to allocate and no full block to hash.
+    const int32_t end = seq.num_computed_tokens + num_new;
+    if (end <= seq.num_blocks_held() * block_size_ &&
+        end / block_size_ == seq.num_computed_tokens / block_size_) {
+      AddToPlan(seq, num_new, plan);
+      budget -= num_new;
+      continue;
+    }
     const CacheRequest req = seq.cache_request();
     for (;;) {
       std::optional<std::vector<BlockId>> blocks =
@@ -241,6 +250,10 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
         seq.num_computed_tokens + planned.num_scheduled_tokens >= seq.num_prompt_tokens;
     seq.num_computed_tokens += planned.num_scheduled_tokens;
     num_samples += planned.sample ? 1 : 0;
+    // With thousands of sequences their token lists are out of cache: start
+    // fetching the tails that the sampled tokens are appended to below.
+    if (planned.sample) __builtin_prefetch(seq.token_ids.data() + seq.token_ids.size(), 1);
+    if (i + 8 < scheduled_.size()) __builtin_prefetch(scheduled_[i + 8]);
     if (completes_prompt && seq.index == 0 && seq.request->num_pending > 0) {
       ForkSiblings(*seq.request, forked);
     }

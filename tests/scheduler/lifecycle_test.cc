@@ -351,5 +351,23 @@ TEST(OutputTest, LogprobsAndStartFactsAreCarried) {
   EXPECT_EQ(h.tokens(r1), h.tokens(r2));
 }
 
+TEST(OutputTest, BlocksFilledByDecodesAreCached) {
+  SchedulerHarness::Options options = DefaultOptions();
+  options.cache.enable_prefix_caching = true;
+  SchedulerHarness h(options);
+  // Prompt 6 + 4 outputs: block 1 (positions 4..7) is filled by decodes.
+  RequestParams first = MakeRequest(6, 4, 5);
+  const RequestHandle r1 = h.Add(first);
+  h.Run();
+  RequestParams second = MakeRequest(6, 1, 5);
+  const std::vector<int32_t> out = h.tokens(r1);
+  second.prompt_token_ids.insert(second.prompt_token_ids.end(), out.begin(), out.begin() + 3);
+  const RequestHandle r2 = h.Add(second);  // 9 tokens: 2 full blocks cached
+  h.Run();
+  ASSERT_EQ(h.started.size(), 2u);
+  EXPECT_EQ(h.started[1].handle, r2);
+  EXPECT_EQ(h.started[1].num_cached_prompt_tokens, 8);
+}
+
 }  // namespace
 }  // namespace loom::testing
