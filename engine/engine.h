@@ -78,7 +78,9 @@ class Engine {
   // Thread-safe. New submissions get UNAVAILABLE; requests in flight go on.
   void StopAccepting();
 
-  // Thread-safe. Waits until no request is in flight; false on timeout.
+  // Thread-safe. Waits until no request is in flight; false on timeout. A
+  // request stops being in flight once the snapshot taken after its final
+  // output is published, so Stats() then shows its blocks freed.
   bool WaitUntilIdle(absl::Duration timeout);
 
   // Thread-safe and idempotent. Stops accepting, ends every request in flight

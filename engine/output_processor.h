@@ -2,6 +2,15 @@
 // incremental detokenization, stop-string matching, and one RequestOutput per
 // request and step pushed into the request's sink (vLLM v1's OutputProcessor).
 // Runs on the engine thread only.
+//
+// How a sample ends, as SampleDelta reports it:
+//   stop string      kStop, stop_reason = the string; text cut before it (after
+//                    it with include_stop_str_in_output); the token is counted.
+//   stop_token_ids   kStop, stop_reason = the id in decimal; the token is in
+//                    token_ids but its text only with include_stop_str_in_output.
+//   EOS              kStop, stop_reason empty; EOS is special, so no text.
+//   max_tokens /     kLength, stop_reason empty; text held back for a possible
+//   max_model_len    stop string is released.
 #pragma once
 
 #include <cstdint>
