@@ -13,7 +13,7 @@ class RealClock final : public Clock {
 }  // namespace
 
 Clock* Clock::Real() {
-  static RealClock* const clock = new RealClock();
+  static auto* const clock = new RealClock();
   return clock;
 }
 

@@ -252,8 +252,9 @@ bool Engine::Step(bool& stalled) {
   const absl::Time start = clock_->Now();
   StepPlan plan = scheduler_->Schedule(start);
   for (RequestHandle handle : scheduler_->TakeExpired()) {
-    num_finished_unpublished_ +=
-        processor_.Fail(handle, absl::DeadlineExceededError("request deadline passed"), start);
+    if (processor_.Fail(handle, absl::DeadlineExceededError("request deadline passed"), start)) {
+      ++num_finished_unpublished_;
+    }
   }
   {
     std::lock_guard lock(mu_);
@@ -308,7 +309,7 @@ void Engine::FailAll(const absl::Status& status) {
   const absl::Time now = clock_->Now();
   for (RequestHandle handle : processor_.handles()) {
     scheduler_->AbortRequest(handle);
-    num_finished_unpublished_ += processor_.Fail(handle, status, now);
+    if (processor_.Fail(handle, status, now)) ++num_finished_unpublished_;
   }
   std::vector<Command> commands;
   {
