@@ -32,6 +32,9 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
       {"add_generation_prompt", jinja::Value(add_generation_prompt)},
       {"bos_token", jinja::Value(bos_token_)},
       {"eos_token", jinja::Value(eos_token_)},
+      // transformers passes these as None when the request has none.
+      {"tools", jinja::Value(jinja::Value::None{})},
+      {"documents", jinja::Value(jinja::Value::None{})},
   };
   return jinja::Render(program_->nodes, globals);
 }

@@ -270,7 +270,10 @@ std::optional<bool> GgufValue::AsBool() const {
 }
 
 const std::string* GgufValue::AsString() const { return std::get_if<std::string>(&value_); }
-const GgufValue::Array* GgufValue::AsArray() const { return std::get_if<Array>(&value_); }
+const GgufValue::Array* GgufValue::AsArray() const {
+  const auto* p = std::get_if<std::shared_ptr<const Array>>(&value_);
+  return p ? p->get() : nullptr;
+}
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);

@@ -40,8 +40,13 @@ class GgufValue {
  public:
   using Array = std::vector<GgufValue>;
   GgufValue() = default;
-  GgufValue(GgufType type, std::variant<int64_t, uint64_t, double, bool, std::string, Array> v)
-      : type_(type), value_(std::move(v)) {}
+  GgufValue(GgufType type, int64_t v) : type_(type), value_(v) {}
+  GgufValue(GgufType type, uint64_t v) : type_(type), value_(v) {}
+  GgufValue(GgufType type, double v) : type_(type), value_(v) {}
+  GgufValue(GgufType type, bool v) : type_(type), value_(v) {}
+  GgufValue(GgufType type, std::string v) : type_(type), value_(std::move(v)) {}
+  GgufValue(GgufType type, Array v)
+      : type_(type), value_(std::make_shared<const Array>(std::move(v))) {}
 
   GgufType type() const { return type_; }
   // Integers of any width (and uint64 up to INT64_MAX); nullopt otherwise.
@@ -54,7 +59,9 @@ class GgufValue {
 
  private:
   GgufType type_ = GgufType::kUint8;
-  std::variant<int64_t, uint64_t, double, bool, std::string, Array> value_;
+  // Arrays sit behind a pointer: a variant holding a vector of itself trips
+  // GCC's maybe-uninitialized analysis in sanitizer builds.
+  std::variant<int64_t, uint64_t, double, bool, std::string, std::shared_ptr<const Array>> value_;
 };
 
 // ggml tensor type ids as stored in the file.

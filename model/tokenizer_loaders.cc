@@ -25,6 +25,7 @@ class TokenizerBuilder {
  private:
   static absl::Status ReadPreTokenizer(const json& pre, std::string& pattern, bool& split_digits,
                                        bool& prefix_space, bool& byte_level, Tokenizer& t);
+  static absl::Status ReadNormalizer(const json& norm, Tokenizer& t);
 };
 
 namespace {
@@ -108,6 +109,32 @@ absl::Status TokenizerBuilder::ReadPreTokenizer(const json& pre, std::string& pa
   return absl::OkStatus();
 }
 
+// Normalizers Loom applies: the legacy Llama 2 pair Prepend("\u2581") +
+// Replace(" ", "\u2581"), and NFC, which is taken as already satisfied (text
+// reaching the server is NFC in practice; decomposed input may tokenize
+// differently from Hugging Face).
+absl::Status TokenizerBuilder::ReadNormalizer(const json& norm, Tokenizer& t) {
+  if (norm.is_null()) return absl::OkStatus();
+  const std::string type = norm.value("type", std::string());
+  if (type == "Sequence") {
+    for (const json& n : norm.value("normalizers", json::array())) {
+      if (absl::Status s = ReadNormalizer(n, t); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  if (type == "Prepend" && norm.value("prepend", std::string()) == "\u2581") {
+    t.space_prefix_ = Tokenizer::SpacePrefix::kAlways;
+    return absl::OkStatus();
+  }
+  if (type == "Replace" && norm.value("content", std::string()) == "\u2581" &&
+      norm.value("pattern", json::object()).value("String", std::string()) == " ") {
+    t.split_on_space_ = false;
+    return absl::OkStatus();
+  }
+  if (type == "NFC") return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("tokenizer: normalizer ", type));
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json& tok,
                                                                       const json& tok_config) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
@@ -134,15 +161,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json
       !s.ok()) {
     return s;
   }
-  // The legacy Llama 2 normalizer: Prepend("\u2581") + Replace(" ", "\u2581").
   const json& norm = tok.value("normalizer", json());
-  if (norm.is_object()) {
-    const std::string dump = norm.dump();
-    if (dump.find("\"Prepend\"") != std::string::npos) {
-      t->space_prefix_ = Tokenizer::SpacePrefix::kAlways;
-    }
-    if (dump.find("\"Replace\"") != std::string::npos) t->split_on_space_ = false;
-  }
+  if (absl::Status s = ReadNormalizer(norm, *t); !s.ok()) return s;
   const BpeKind kind = byte_level ? BpeKind::kByteLevel : BpeKind::kSentencePiece;
   if (kind == BpeKind::kSentencePiece && !norm.is_object() &&
       t->space_prefix_ == Tokenizer::SpacePrefix::kNever &&
@@ -292,8 +312,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromGguf(const Gguf
     }
     t->model_->SetMerges(pairs);
     bool split_digits = false;
-    std::string pattern =
-        GgufPrePattern(gguf.GetString("tokenizer.ggml.pre").value_or("default"), split_digits);
+    const std::string pre_name = gguf.GetString("tokenizer.ggml.pre").value_or("default");
+    std::string pattern = GgufPrePattern(pre_name, split_digits);
+    // Llama 3 emits a pre-token that is itself a token whole (ignore_merges).
+    t->model_->set_ignore_merges(pattern == kLlama3Pattern);
     absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
         PreTokenizer::Create(pattern, split_digits, /*add_prefix_space=*/false);
     if (!pre.ok()) return pre.status();
