@@ -32,12 +32,20 @@ class Workload {
                                    .max_queued_requests = 2 * num_running,
                                    .eos_token_ids = {2}},
                    &cache_) {
-    for (int32_t& t : token_pool_) t = static_cast<int32_t>(rng_() % 30000) + 3;
-    for (int32_t i = 0; i < num_running + num_running / 4; ++i) Add();
+    for (int32_t& t : token_pool_) {
+      t = static_cast<int32_t>(rng_() % 30000) + 3;
+    }
+    for (int32_t i = 0; i < num_running + num_running / 4; ++i) {
+      Add();
+    }
     // Warm up until the slots are (nearly: some free up every step) full,
     // then past the last prompts' chunks.
-    while (scheduler_.num_running() < num_running - num_running / 32) Step();
-    for (int32_t i = 0; i < 16; ++i) Step();
+    while (scheduler_.num_running() < num_running - num_running / 32) {
+      Step();
+    }
+    for (int32_t i = 0; i < 16; ++i) {
+      Step();
+    }
   }
 
   // One step; returns the tokens it scheduled.
@@ -45,15 +53,19 @@ class Workload {
     const StepPlan plan = scheduler_.Schedule(now_);
     result_.sampled.clear();
     for (const ScheduledSeq& seq : plan.seqs) {
-      if (!seq.sample) continue;
+      if (!seq.sample) {
+        continue;
+      }
       SampledToken& token = result_.sampled.emplace_back();
       token.seq_id = seq.seq_id;
       token.token_id = 3 + static_cast<int32_t>((seq.seq_id * 31 + seq.num_computed_tokens) % 997);
-      token.logprob = -1.0f;
+      token.logprob = -1.0F;
     }
     const UpdateOutput output = scheduler_.Update(plan, result_);
     for (const FinishedSeq& finished : output.finished) {
-      if (finished.request_finished) Add();
+      if (finished.request_finished) {
+        Add();
+      }
     }
     now_ += absl::Milliseconds(10);
     return plan.num_scheduled_tokens;

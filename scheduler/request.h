@@ -39,8 +39,12 @@ struct SeqKey {
   uint32_t index = 0;
 
   friend bool operator<(const SeqKey& a, const SeqKey& b) {
-    if (a.rank != b.rank) return a.rank < b.rank;
-    if (a.handle != b.handle) return a.handle < b.handle;
+    if (a.rank != b.rank) {
+      return a.rank < b.rank;
+    }
+    if (a.handle != b.handle) {
+      return a.handle < b.handle;
+    }
     return a.index < b.index;
   }
 };

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <ranges>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -39,7 +40,9 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
                                                      config_.max_queued_requests));
   }
   const auto num_prompt_tokens = static_cast<int32_t>(params.prompt_token_ids.size());
-  if (num_prompt_tokens == 0) return absl::InvalidArgumentError("prompt is empty");
+  if (num_prompt_tokens == 0) {
+    return absl::InvalidArgumentError("prompt is empty");
+  }
   if (num_prompt_tokens >= max_model_len_) {
     return absl::InvalidArgumentError(absl::StrCat("prompt has ", num_prompt_tokens,
                                                    " tokens; max_model_len is ", max_model_len_,
@@ -103,7 +106,9 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
     request->seqs.push_back(std::move(seq));
   }
   waiting_.insert(request->seqs[0].get());
-  if (request->deadline != absl::InfiniteFuture()) deadlines_.emplace(request->deadline, handle);
+  if (request->deadline != absl::InfiniteFuture()) {
+    deadlines_.emplace(request->deadline, handle);
+  }
   requests_.emplace(handle, std::move(request));
   return handle;
 }
@@ -119,7 +124,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   scheduled_.clear();
   scheduled_.reserve(running_.size() + 8);
   int32_t budget = config_.max_num_batched_tokens;
-  if (ScheduleRunning(budget, plan)) AdmitWaiting(now, budget, plan);
+  if (ScheduleRunning(budget, plan)) {
+    AdmitWaiting(now, budget, plan);
+  }
   in_flight_ = true;
   return plan;
 }
@@ -127,7 +134,9 @@ StepPlan Scheduler::Schedule(absl::Time now) {
 bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
   // Decodes still to come in this pass; a prefill chunk leaves room for them.
   int32_t decodes_left = 0;
-  for (const Sequence* seq : running_) decodes_left += seq->num_uncomputed_tokens() == 1 ? 1 : 0;
+  for (const Sequence* seq : running_) {
+    decodes_left += seq->num_uncomputed_tokens() == 1 ? 1 : 0;
+  }
 
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -141,7 +150,9 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       available -= decodes_left;
     }
     const int32_t num_new = ChunkSize(num_uncomputed, available);
-    if (num_new <= 0) continue;
+    if (num_new <= 0) {
+      continue;
+    }
 
     // Most decodes fit in the last block held and fill no block: for the
     // cache such a call has nothing to allocate and no full block to hash.
@@ -166,9 +177,13 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       Sequence* victim = running_.back();
       running_.pop_back();
       preempted = true;
-      if (victim != &seq && victim->num_uncomputed_tokens() == 1) --decodes_left;
+      if (victim != &seq && victim->num_uncomputed_tokens() == 1) {
+        --decodes_left;
+      }
       Preempt(*victim);
-      if (victim == &seq) return false;
+      if (victim == &seq) {
+        return false;
+      }
     }
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
@@ -183,7 +198,9 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     Request& request = *seq.request;
     // Sample 0 brings the slots of the samples it will fork.
     const int32_t num_pending = seq.index == 0 ? request.num_pending : 0;
-    if (num_running_ + num_pending_slots_ + 1 + num_pending > config_.max_num_seqs) break;
+    if (num_running_ + num_pending_slots_ + 1 + num_pending > config_.max_num_seqs) {
+      break;
+    }
     if (config_.admission == AdmissionPolicy::kReserve &&
         cache_->NumFreeBlocks() - num_reserved_blocks_ <
             static_cast<int64_t>(1 + num_pending) * BlocksFor(request.max_seq_len)) {
@@ -193,7 +210,9 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     ComputedBlocks hit = cache_->GetComputedBlocks(req);
     const int32_t num_new = ChunkSize(seq.num_tokens() - hit.num_computed_tokens, budget);
     std::optional<std::vector<BlockId>> blocks = cache_->AllocateSlots(req, 0, num_new, &hit);
-    if (!blocks.has_value()) break;
+    if (!blocks.has_value()) {
+      break;
+    }
 
     waiting_.erase(waiting_.begin());
     seq.state = SeqState::kRunning;
@@ -252,8 +271,12 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
     num_samples += planned.sample ? 1 : 0;
     // With thousands of sequences their token lists are out of cache: start
     // fetching the tails that the sampled tokens are appended to below.
-    if (planned.sample) __builtin_prefetch(seq.token_ids.data() + seq.token_ids.size(), 1);
-    if (i + 8 < scheduled_.size()) __builtin_prefetch(scheduled_[i + 8]);
+    if (planned.sample) {
+      __builtin_prefetch(seq.token_ids.data() + seq.token_ids.size(), 1);
+    }
+    if (i + 8 < scheduled_.size()) {
+      __builtin_prefetch(scheduled_[i + 8]);
+    }
     if (completes_prompt && seq.index == 0 && seq.request->num_pending > 0) {
       ForkSiblings(*seq.request, forked);
     }
@@ -274,7 +297,9 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
     std::string stop_reason;
     const FinishReason reason = CheckStop(seq.token_ids, seq.num_prompt_tokens, seq.stop,
                                           config_.eos_token_ids, max_model_len_, &stop_reason);
-    if (reason == FinishReason::kNone) continue;
+    if (reason == FinishReason::kNone) {
+      continue;
+    }
     const Request& request = *seq.request;
     EndSeq(seq);
     output.finished.push_back(FinishedSeq{.handle = seq.key.handle,
@@ -299,13 +324,17 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
 
 Sequence& Scheduler::FindScheduled(const StepPlan& plan, int64_t seq_id, size_t& cursor) {
   // Executors normally return samples in plan order.
-  while (cursor < plan.seqs.size() && !plan.seqs[cursor].sample) ++cursor;
+  while (cursor < plan.seqs.size() && !plan.seqs[cursor].sample) {
+    ++cursor;
+  }
   if (cursor < plan.seqs.size() && plan.seqs[cursor].seq_id == seq_id) {
     return *scheduled_[cursor++];
   }
   if (scheduled_index_.empty()) {
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
-      if (plan.seqs[i].sample) scheduled_index_.emplace(plan.seqs[i].seq_id, i);
+      if (plan.seqs[i].sample) {
+        scheduled_index_.emplace(plan.seqs[i].seq_id, i);
+      }
     }
   }
   const auto it = scheduled_index_.find(seq_id);
@@ -322,7 +351,9 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
   const int32_t num_shared_blocks = num_shared_tokens / block_size_;
   const Sequence& parent = *request.seqs[0];
   for (const std::unique_ptr<Sequence>& child : request.seqs) {
-    if (child->state != SeqState::kPending) continue;
+    if (child->state != SeqState::kPending) {
+      continue;
+    }
     cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
     child->num_computed_tokens = num_shared_blocks * block_size_;
     child->block_table.assign(parent.block_table.begin(),
@@ -349,7 +380,9 @@ void Scheduler::FinishSeq(RequestHandle handle, uint32_t index, FinishReason rea
     deferred_.push_back(DeferredEnd{.handle = handle, .index = index, .reason = reason});
     return;
   }
-  if (Sequence* seq = FindSeq(handle, index)) EndSeq(*seq);
+  if (Sequence* seq = FindSeq(handle, index)) {
+    EndSeq(*seq);
+  }
 }
 
 void Scheduler::AbortRequest(RequestHandle handle) {
@@ -359,13 +392,17 @@ void Scheduler::AbortRequest(RequestHandle handle) {
     return;
   }
   const auto it = requests_.find(handle);
-  if (it != requests_.end()) EndRequest(*it->second);
+  if (it != requests_.end()) {
+    EndRequest(*it->second);
+  }
 }
 
 std::vector<RequestHandle> Scheduler::TakeExpired() { return std::exchange(expired_, {}); }
 
 void Scheduler::ApplyDeferredEnds(UpdateOutput& output) {
-  if (deferred_.empty()) return;
+  if (deferred_.empty()) {
+    return;
+  }
   const std::vector<DeferredEnd> ends = std::exchange(deferred_, {});
   for (const DeferredEnd& end : ends) {
     if (end.index.has_value()) {
@@ -387,7 +424,9 @@ void Scheduler::ApplyDeferredEnds(UpdateOutput& output) {
 
 Sequence* Scheduler::FindSeq(RequestHandle handle, uint32_t index) const {
   const auto it = requests_.find(handle);
-  if (it == requests_.end() || index >= it->second->seqs.size()) return nullptr;
+  if (it == requests_.end() || index >= it->second->seqs.size()) {
+    return nullptr;
+  }
   return it->second->seqs[index].get();
 }
 
@@ -396,7 +435,9 @@ void Scheduler::Preempt(Sequence& seq) {
   cache_->Free(seq.seq_id);
   ClearReservation(seq);
   seq.num_computed_tokens = 0;
-  if (seq.index == 0) ReleasePendingSlots(*seq.request);
+  if (seq.index == 0) {
+    ReleasePendingSlots(*seq.request);
+  }
   seq.state = SeqState::kWaiting;
   --num_running_;
   waiting_.insert(&seq);
@@ -433,18 +474,24 @@ void Scheduler::EndSeq(Sequence& seq) {
     // their own and compute it themselves.
     ReleasePendingSlots(request);
     for (const std::unique_ptr<Sequence>& sibling : request.seqs) {
-      if (sibling->state != SeqState::kPending) continue;
+      if (sibling->state != SeqState::kPending) {
+        continue;
+      }
       sibling->state = SeqState::kWaiting;
       waiting_.insert(sibling.get());
     }
     request.num_pending = 0;
   }
-  if (--request.num_unfinished == 0) RetireRequest(request);
+  if (--request.num_unfinished == 0) {
+    RetireRequest(request);
+  }
 }
 
 void Scheduler::EndRequest(Request& request) {
   // Last sample first, so that sample 0 never hands the prompt to a sibling.
-  for (auto it = request.seqs.rbegin(); it != request.seqs.rend(); ++it) EndSeq(**it);
+  for (const std::unique_ptr<Sequence>& seq : std::ranges::reverse_view(request.seqs)) {
+    EndSeq(*seq);
+  }
 }
 
 void Scheduler::RetireRequest(Request& request) {
@@ -456,7 +503,9 @@ void Scheduler::RetireRequest(Request& request) {
 }
 
 void Scheduler::HoldPendingSlots(Request& request) {
-  if (request.pending_slots_held || request.num_pending == 0) return;
+  if (request.pending_slots_held || request.num_pending == 0) {
+    return;
+  }
   request.pending_slots_held = true;
   num_pending_slots_ += request.num_pending;
   if (config_.admission == AdmissionPolicy::kReserve) {
@@ -466,7 +515,9 @@ void Scheduler::HoldPendingSlots(Request& request) {
 }
 
 void Scheduler::ReleasePendingSlots(Request& request) {
-  if (!request.pending_slots_held) return;
+  if (!request.pending_slots_held) {
+    return;
+  }
   request.pending_slots_held = false;
   num_pending_slots_ -= request.num_pending;
   if (config_.admission == AdmissionPolicy::kReserve) {
@@ -476,7 +527,9 @@ void Scheduler::ReleasePendingSlots(Request& request) {
 }
 
 void Scheduler::UpdateReservation(Sequence& seq) {
-  if (config_.admission != AdmissionPolicy::kReserve) return;
+  if (config_.admission != AdmissionPolicy::kReserve) {
+    return;
+  }
   const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;

@@ -26,7 +26,9 @@ std::vector<uint64_t> PrefixFingerprints(std::span<const int32_t> tokens, size_t
 
 uint64_t HashAll(std::span<const int32_t> tokens, uint64_t seed) {
   uint64_t h = Mix(0x1234, seed);
-  for (int32_t t : tokens) h = Mix(h, static_cast<uint64_t>(t));
+  for (int32_t t : tokens) {
+    h = Mix(h, static_cast<uint64_t>(t));
+  }
   return h;
 }
 
@@ -39,7 +41,9 @@ int32_t HashToken(std::span<const int32_t> tokens, const SamplingParams& samplin
 TokenFn HashTokenWithEos(int32_t eos_one_in) {
   return [eos_one_in](std::span<const int32_t> tokens, const SamplingParams& sampling) {
     const uint64_t h = HashAll(tokens, sampling.seed ^ 0xE05);
-    if (h % static_cast<uint64_t>(eos_one_in) == 0) return kFakeEosToken;
+    if (h % static_cast<uint64_t>(eos_one_in) == 0) {
+      return kFakeEosToken;
+    }
     return HashToken(tokens, sampling);
   };
 }
@@ -85,9 +89,13 @@ StepResult FakeExecutor::Execute(const StepPlan& plan) {
     CheckAndWriteKv(seq, end);
     const bool reaches_end = end == static_cast<int32_t>(seq.all_token_ids.size());
     EXPECT_EQ(seq.sample, reaches_end) << "seq " << seq.seq_id;
-    if (!seq.sample) continue;
+    if (!seq.sample) {
+      continue;
+    }
     EXPECT_NE(seq.sampling, nullptr);
-    if (seq.sampling == nullptr) continue;
+    if (seq.sampling == nullptr) {
+      continue;
+    }
     SampledToken& sampled = result.sampled.emplace_back();
     sampled.seq_id = seq.seq_id;
     sampled.token_id = token_fn_(seq.all_token_ids, *seq.sampling);

@@ -93,9 +93,9 @@ TEST(AddRequestTest, QueueFullIsResourceExhaustedUntilRoomIsMade) {
   EXPECT_EQ(h.scheduler().num_waiting(), 1);
   EXPECT_EQ(h.scheduler().num_running(), 1);
   const RequestHandle fourth = h.Add(MakeRequest(4, 3));
-  EXPECT_NE(fourth, 0u);
+  EXPECT_NE(fourth, 0U);
   h.Run();
-  EXPECT_EQ(h.tokens(fourth).size(), 3u);
+  EXPECT_EQ(h.tokens(fourth).size(), 3U);
 }
 
 TEST(StoppingTest, EosStopsWithoutStopReason) {
@@ -117,7 +117,7 @@ TEST(StoppingTest, MinTokensHoldsBackEos) {
   params.stopping.min_tokens = 3;
   const RequestHandle r = h.Add(params);
   h.Run();
-  EXPECT_EQ(h.tokens(r).size(), 3u);
+  EXPECT_EQ(h.tokens(r).size(), 3U);
   EXPECT_EQ(h.reason(r), FinishReason::kStop);
 }
 
@@ -129,7 +129,7 @@ TEST(StoppingTest, IgnoreEosRunsToMaxTokens) {
   params.stopping.ignore_eos = true;
   const RequestHandle r = h.Add(params);
   h.Run();
-  EXPECT_EQ(h.tokens(r).size(), 5u);
+  EXPECT_EQ(h.tokens(r).size(), 5U);
   EXPECT_EQ(h.reason(r), FinishReason::kLength);
 }
 
@@ -165,7 +165,7 @@ TEST(StoppingTest, MaxModelLenEndsWithLength) {
   SchedulerHarness h(options);
   const RequestHandle r = h.Add(MakeRequest(6, 100));
   h.Run();
-  EXPECT_EQ(h.tokens(r).size(), 2u);
+  EXPECT_EQ(h.tokens(r).size(), 2U);
   EXPECT_EQ(h.reason(r), FinishReason::kLength);
 }
 
@@ -203,11 +203,11 @@ TEST(DeadlineTest, ExpiredRequestsAreDroppedBeforeMoreCompute) {
   EXPECT_TRUE(h.expired.empty());
   h.Step();
   EXPECT_THAT(h.expired, ElementsAre(r1));
-  EXPECT_EQ(h.tokens(r1).size(), 3u);
+  EXPECT_EQ(h.tokens(r1).size(), 3U);
   h.Run();
   EXPECT_THAT(h.expired, ElementsAre(r1));
   EXPECT_TRUE(h.tokens(r2).empty());
-  EXPECT_EQ(h.tokens(r3).size(), 5u);
+  EXPECT_EQ(h.tokens(r3).size(), 5U);
   EXPECT_EQ(h.cache().Stats().num_used, 0);
 }
 
@@ -222,8 +222,8 @@ TEST(DeadlineTest, WaitingRequestExpiresWithoutBeingScheduled) {
   h.Run();
   EXPECT_THAT(h.expired, ElementsAre(r2));
   EXPECT_TRUE(h.tokens(r2).empty());
-  EXPECT_EQ(h.tokens(r1).size(), 5u);
-  ASSERT_EQ(h.started.size(), 1u);
+  EXPECT_EQ(h.tokens(r1).size(), 5U);
+  ASSERT_EQ(h.started.size(), 1U);
   EXPECT_EQ(h.started[0].handle, r1);
 }
 
@@ -253,7 +253,7 @@ TEST(AbortTest, AbortInEveryStateFreesEverything) {
   h.Step();
   h.scheduler().AbortRequest(running);
   EXPECT_EQ(h.cache().Stats().num_used, 0);
-  EXPECT_EQ(h.tokens(running).size(), 2u);
+  EXPECT_EQ(h.tokens(running).size(), 2U);
   EXPECT_EQ(h.Step(), "");  // nothing left to plan
 }
 
@@ -263,14 +263,14 @@ TEST(AbortTest, AbortWhileAPlanIsInFlightTakesEffectAtUpdate) {
   const RequestHandle r2 = h.Add(MakeRequest(4, 10, 2));
   h.Step();
   h.set_on_plan([&](const StepPlan& plan) {
-    EXPECT_EQ(plan.seqs.size(), 2u);
+    EXPECT_EQ(plan.seqs.size(), 2U);
     h.scheduler().AbortRequest(r1);
     h.scheduler().FinishSeq(r2, 0, FinishReason::kStop);
     EXPECT_EQ(h.scheduler().num_running(), 2);  // the plan's spans stay valid
   });
   h.Step();
-  EXPECT_EQ(h.tokens(r1).size(), 1u);  // nothing reported for the aborted step
-  EXPECT_EQ(h.tokens(r2).size(), 1u);
+  EXPECT_EQ(h.tokens(r1).size(), 1U);  // nothing reported for the aborted step
+  EXPECT_EQ(h.tokens(r2).size(), 1U);
   EXPECT_FALSE(h.scheduler().HasUnfinished());
   EXPECT_EQ(h.cache().Stats().num_used, 0);
 }
@@ -285,7 +285,7 @@ TEST(SiblingTest, SamplesShareThePromptBlocksAndMatchSingleRuns) {
   const std::span<const BlockId> parent_table = h.cache().BlockTable(parent);
   for (int64_t i = 1; i < 3; ++i) {
     const std::span<const BlockId> child = h.cache().BlockTable(parent + i);
-    ASSERT_EQ(child.size(), 2u);
+    ASSERT_EQ(child.size(), 2U);
     EXPECT_EQ(child[0], parent_table[0]);
     EXPECT_EQ(child[1], parent_table[1]);
   }
@@ -320,8 +320,8 @@ TEST(SiblingTest, FinishingOneSampleLeavesTheOthers) {
   h.scheduler().FinishSeq(r, 1, FinishReason::kStop);  // a stop string matched
   EXPECT_EQ(h.scheduler().num_running(), 1);
   h.Run();
-  EXPECT_EQ(h.tokens(r, 0).size(), 4u);
-  EXPECT_EQ(h.tokens(r, 1).size(), 1u);
+  EXPECT_EQ(h.tokens(r, 0).size(), 4U);
+  EXPECT_EQ(h.tokens(r, 1).size(), 1U);
   EXPECT_EQ(h.cache().Stats().num_used, 0);
 }
 
@@ -338,11 +338,11 @@ TEST(OutputTest, LogprobsAndStartFactsAreCarried) {
   h.Run();
 
   const SampleOutput& out = h.outputs(r1)[0];
-  ASSERT_EQ(out.tokens.size(), 2u);
+  ASSERT_EQ(out.tokens.size(), 2U);
   EXPECT_FLOAT_EQ(out.logprobs[0], -static_cast<float>(out.tokens[0] % 8) / 4);
-  EXPECT_THAT(out.num_top, ElementsAre(2u, 2u));
-  EXPECT_THAT(h.outputs(r2)[0].num_top, ElementsAre(0u, 0u));
-  ASSERT_EQ(h.started.size(), 2u);
+  EXPECT_THAT(out.num_top, ElementsAre(2U, 2U));
+  EXPECT_THAT(h.outputs(r2)[0].num_top, ElementsAre(0U, 0U));
+  ASSERT_EQ(h.started.size(), 2U);
   EXPECT_EQ(h.started[0].handle, r1);
   EXPECT_EQ(h.started[0].num_cached_prompt_tokens, 0);
   EXPECT_EQ(h.started[1].handle, r2);
@@ -364,7 +364,7 @@ TEST(OutputTest, BlocksFilledByDecodesAreCached) {
   second.prompt_token_ids.insert(second.prompt_token_ids.end(), out.begin(), out.begin() + 3);
   const RequestHandle r2 = h.Add(second);  // 9 tokens: 2 full blocks cached
   h.Run();
-  ASSERT_EQ(h.started.size(), 2u);
+  ASSERT_EQ(h.started.size(), 2U);
   EXPECT_EQ(h.started[1].handle, r2);
   EXPECT_EQ(h.started[1].num_cached_prompt_tokens, 8);
 }

@@ -31,7 +31,9 @@ RequestHandle SchedulerHarness::Add(RequestParams params) {
   const int32_t n = params.n;
   absl::StatusOr<RequestHandle> handle = scheduler_->AddRequest(std::move(params));
   EXPECT_TRUE(handle.ok()) << handle.status();
-  if (!handle.ok()) return 0;
+  if (!handle.ok()) {
+    return 0;
+  }
   outputs_[*handle].resize(static_cast<size_t>(n));
   return *handle;
 }
@@ -51,7 +53,9 @@ std::string SchedulerHarness::Step() {
                                  seq.seq_id % kMaxSamplesPerRequest, ":", seq.num_computed_tokens,
                                  "+", seq.num_scheduled_tokens, seq.sample ? "*" : ""));
   }
-  if (on_plan_) on_plan_(plan);
+  if (on_plan_) {
+    on_plan_(plan);
+  }
   const StepResult result = executor_.Execute(plan);
   UpdateOutput output = scheduler_->Update(plan, result);
   for (NewToken& token : output.new_tokens) {
@@ -68,8 +72,12 @@ std::string SchedulerHarness::Step() {
     out.stop_reason = f.stop_reason;
     finished.push_back(std::move(f));
   }
-  for (const StartedRequest& s : output.started) started.push_back(s);
-  for (RequestHandle h : scheduler_->TakeExpired()) expired.push_back(h);
+  for (const StartedRequest& s : output.started) {
+    started.push_back(s);
+  }
+  for (RequestHandle h : scheduler_->TakeExpired()) {
+    expired.push_back(h);
+  }
   cache_->CheckInvariants();
   now_ += options_.step_time;
   return absl::StrJoin(parts, " ");

@@ -44,18 +44,24 @@ std::vector<SimRequest> MakeWorkload(uint64_t seed) {
   std::vector<std::vector<int32_t>> prefixes;
   for (int32_t i = 0; i < 4; ++i) {
     std::vector<int32_t> prefix;
-    for (int32_t j = uniform(6, 14); j > 0; --j) prefix.push_back(uniform(3, kFakeVocabSize - 1));
+    for (int32_t j = uniform(6, 14); j > 0; --j) {
+      prefix.push_back(uniform(3, kFakeVocabSize - 1));
+    }
     prefixes.push_back(prefix);
   }
   std::vector<SimRequest> workload;
   int32_t step = 0;
   for (int32_t i = 0; i < kNumRequests; ++i) {
-    if (chance(0.45)) ++step;  // about two arrivals a step, in bursts
+    if (chance(0.45)) {
+      ++step;  // about two arrivals a step, in bursts
+    }
     SimRequest r;
     r.arrival_step = step;
     RequestParams& p = r.params;
     p.request_id = absl::StrCat("sim-", i);
-    if (chance(0.5)) p.prompt_token_ids = prefixes[static_cast<size_t>(uniform(0, 3))];
+    if (chance(0.5)) {
+      p.prompt_token_ids = prefixes[static_cast<size_t>(uniform(0, 3))];
+    }
     for (int32_t j = uniform(1, 30); j > 0; --j) {
       p.prompt_token_ids.push_back(uniform(3, kFakeVocabSize - 1));
     }
@@ -65,7 +71,9 @@ std::vector<SimRequest> MakeWorkload(uint64_t seed) {
     p.stopping.max_tokens = uniform(1, 30);
     p.stopping.min_tokens = chance(0.2) ? uniform(0, p.stopping.max_tokens) : 0;
     p.stopping.ignore_eos = chance(0.2);
-    if (chance(0.2)) p.stopping.stop_token_ids = {uniform(3, 40), uniform(3, 40)};
+    if (chance(0.2)) {
+      p.stopping.stop_token_ids = {uniform(3, 40), uniform(3, 40)};
+    }
     p.n = chance(0.15) ? 2 : 1;
     p.priority = uniform(0, 3);
     if (chance(0.1)) {
@@ -76,7 +84,9 @@ std::vector<SimRequest> MakeWorkload(uint64_t seed) {
       r.finish_step = r.arrival_step + uniform(1, 40);
       r.finish_index = static_cast<uint32_t>(uniform(0, p.n - 1));
     }
-    if (chance(0.15)) r.deadline_after = absl::Milliseconds(uniform(0, 400));
+    if (chance(0.15)) {
+      r.deadline_after = absl::Milliseconds(uniform(0, 400));
+    }
     workload.push_back(std::move(r));
   }
   return workload;
@@ -94,11 +104,17 @@ std::vector<std::vector<SampleOutput>> ReferenceRun(const std::vector<SimRequest
   options.token_fn = HashTokenWithEos(kEosOneIn);
   SchedulerHarness h(options);
   std::vector<RequestHandle> handles;
-  for (const SimRequest& r : workload) handles.push_back(h.Add(r.params));
+  handles.reserve(workload.size());
+  for (const SimRequest& r : workload) {
+    handles.push_back(h.Add(r.params));
+  }
   h.Run();
   EXPECT_EQ(h.scheduler().num_preemptions(), 0);
   std::vector<std::vector<SampleOutput>> outputs;
-  for (RequestHandle handle : handles) outputs.push_back(h.outputs(handle));
+  outputs.reserve(handles.size());
+  for (RequestHandle handle : handles) {
+    outputs.push_back(h.outputs(handle));
+  }
   return outputs;
 }
 
@@ -143,7 +159,7 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
         deadlines[next] = params.deadline;
       }
       handles[next] = h.Add(std::move(params));
-      ASSERT_NE(handles[next], 0u);
+      ASSERT_NE(handles[next], 0U);
       index_of[handles[next]] = next;
       engine_finished[next].assign(static_cast<size_t>(workload[next].params.n), false);
     }
@@ -164,7 +180,9 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
       }
     }
     h.set_on_plan([&](const StepPlan& /*plan*/) {
-      for (RequestHandle handle : in_flight_aborts) h.scheduler().AbortRequest(handle);
+      for (RequestHandle handle : in_flight_aborts) {
+        h.scheduler().AbortRequest(handle);
+      }
     });
     h.Step();
     ++step;
@@ -193,7 +211,9 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
       EXPECT_TRUE(cut_short[i] || engine_finished[i][s] || expired.contains(handles[i]))
           << "ended without a reason";
     }
-    if (all_ended) ++num_complete;
+    if (all_ended) {
+      ++num_complete;
+    }
     if (expired.contains(handles[i])) {
       EXPECT_NE(r.deadline_after, absl::InfiniteDuration());
       EXPECT_FALSE(all_ended) << "request " << i << " expired after it ended";

@@ -52,14 +52,18 @@ TEST_P(TimelineTest, MatchesTimeline) {
   for (int32_t step = 1; step <= 100; ++step) {
     for (size_t i = 0; i < c.arrivals.size(); ++i) {
       const Arrival& a = c.arrivals[i];
-      if (a.before_step != step) continue;
+      if (a.before_step != step) {
+        continue;
+      }
       RequestParams params = MakeRequest(a.prompt_len, a.max_tokens, /*salt=*/i + 1);
       params.priority = a.priority;
       params.n = a.n;
       params.arrival_time = h.now();
       h.Add(std::move(params));
     }
-    if (!h.scheduler().HasUnfinished()) break;
+    if (!h.scheduler().HasUnfinished()) {
+      break;
+    }
     timeline.push_back(h.Step());
   }
   EXPECT_EQ(timeline, c.timeline);
