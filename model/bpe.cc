@@ -1,5 +1,6 @@
 #include "model/bpe.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 
@@ -31,6 +32,9 @@ const ByteTables& Tables() {
   }();
   return *tables;
 }
+
+// Marks a symbol absorbed by its left neighbour (unknown symbols are -1).
+constexpr int32_t kMerged = -2;
 
 uint64_t PairKey(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -108,6 +112,54 @@ void BpeModel::AppendUnknown(std::string_view symbol, std::vector<int32_t>& out)
   if (unk_id_) out.push_back(*unk_id_);
 }
 
+// Applies merges best-first (leftmost among equals), as Hugging Face does,
+// over a linked list of symbols with a heap of candidate pairs: O(n log n),
+// so that a long run without spaces stays cheap. Heap entries go stale when
+// a neighbour merges; they are checked against the current symbols on pop.
+void BpeModel::MergeSymbols(std::vector<int32_t>& syms) const {
+  const int n = static_cast<int>(syms.size());
+  if (n < 2) return;
+  struct Candidate {
+    double priority;
+    int left;
+    int32_t left_id, right_id, merged_id;
+  };
+  auto worse = [](const Candidate& a, const Candidate& b) {
+    return a.priority != b.priority ? a.priority < b.priority : a.left > b.left;
+  };
+  std::vector<int> prev(n), next(n);
+  for (int i = 0; i < n; ++i) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  std::vector<Candidate> heap;
+  auto push = [&](int left) {
+    const int right = left >= 0 ? next[left] : -1;
+    if (left < 0 || right < 0 || syms[left] < 0 || syms[right] < 0) return;
+    if (std::optional<Merge> m = FindMerge(syms[left], syms[right])) {
+      heap.push_back({m->priority, left, syms[left], syms[right], m->merged_id});
+      std::push_heap(heap.begin(), heap.end(), worse);
+    }
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), worse);
+    const Candidate c = heap.back();
+    heap.pop_back();
+    const int right = next[c.left];
+    if (syms[c.left] != c.left_id || right < 0 || syms[right] != c.right_id) continue;
+    syms[c.left] = c.merged_id;
+    syms[right] = kMerged;
+    next[c.left] = next[right];
+    if (next[right] >= 0) prev[next[right]] = c.left;
+    push(prev[c.left]);
+    push(c.left);
+  }
+  size_t kept = 0;
+  for (int i = 0; i >= 0 && i < n; i = next[i]) syms[kept++] = syms[i];
+  syms.resize(kept);
+}
+
 void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   std::string mapped;
@@ -132,21 +184,7 @@ void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>& out) cons
     if (!id) unknown.push_back(ch);
     i += len;
   }
-  while (syms.size() > 1) {
-    size_t best = 0;
-    std::optional<Merge> best_merge;
-    for (size_t i = 0; i + 1 < syms.size(); ++i) {
-      if (syms[i] < 0 || syms[i + 1] < 0) continue;
-      std::optional<Merge> m = FindMerge(syms[i], syms[i + 1]);
-      if (m && (!best_merge || m->priority > best_merge->priority)) {
-        best = i;
-        best_merge = m;
-      }
-    }
-    if (!best_merge) break;
-    syms[best] = best_merge->merged_id;
-    syms.erase(syms.begin() + best + 1);
-  }
+  MergeSymbols(syms);
   size_t next_unknown = 0;
   for (int32_t id : syms) {
     if (id >= 0) {

@@ -52,6 +52,7 @@ class BpeModel {
     int32_t merged_id;
   };
   std::optional<Merge> FindMerge(int32_t left, int32_t right) const;
+  void MergeSymbols(std::vector<int32_t>& syms) const;
   void AppendUnknown(std::string_view symbol, std::vector<int32_t>& out) const;
 
   BpeKind kind_;
