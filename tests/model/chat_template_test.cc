@@ -46,6 +46,8 @@ TEST(ChatTemplateTest, SmolLm2ChatMlMatchesTransformers) {
 
 TEST(ChatTemplateTest, TinyModelTemplatesMatchTransformers) {
   ExpectMatchesFixture("tiny/llama3/chat.json", "<|begin_of_text|>", "<|eot_id|>");
+  // Llama 3.1's template: tool branches, defaults for undefined variables.
+  ExpectMatchesFixture("tiny/llama32_tied/chat.json", "<|begin_of_text|>", "<|eot_id|>");
   ExpectMatchesFixture("tiny/llama2/chat.json", "<s>", "</s>");
   ExpectMatchesFixture("tiny/mistral/chat.json", "<s>", "</s>");
   ExpectMatchesFixture("tiny/qwen2/chat.json", "", "<|im_end|>");
