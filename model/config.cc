@@ -57,9 +57,7 @@ absl::Status Validate(const ModelConfig& c) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-static absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
+absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Invalid("config.json is not a JSON object");
   ModelConfig c;
@@ -136,6 +134,8 @@ static absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   if (absl::Status s = Validate(c); !s.ok()) return s;
   return c;
 }
+
+}  // namespace
 
 absl::StatusOr<ModelConfig> ConfigFromJsonString(const std::string& text) {
   // nlohmann::json throws on a field of the wrong type: a malformed file.

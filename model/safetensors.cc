@@ -18,9 +18,7 @@ absl::Status Bad(const std::string& path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
-}  // namespace
-
-static absl::Status LoadFile(const std::string& path, WeightStore& store) {
+absl::Status LoadFile(const std::string& path, WeightStore& store) {
   absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
   if (!file.ok()) return file.status();
   std::span<const std::byte> bytes = (*file)->bytes();
@@ -73,6 +71,8 @@ static absl::Status LoadFile(const std::string& path, WeightStore& store) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::Status LoadSafetensorsFile(const std::string& path, WeightStore& store) {
   // nlohmann::json throws on a field of the wrong type: a malformed file.
