@@ -153,7 +153,7 @@ void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
 
   const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts;
   pool.Run(num_items, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch;
+    thread_local std::vector<float> scratch;
     for (int64_t idx = begin; idx < end; ++idx) {
       const int32_t part = static_cast<int32_t>(idx % parts);
       const int32_t kvh = static_cast<int32_t>(idx / parts % kv.num_kv_heads);

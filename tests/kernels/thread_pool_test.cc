@@ -1,6 +1,8 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -31,13 +33,15 @@ TEST(ThreadPoolTest, UsesMoreThanOneThreadWhenAvailable) {
   ThreadPool pool(2);
   std::atomic<int> concurrent{0};
   std::atomic<int> peak{0};
-  // Each chunk waits (bounded) until the other worker has also entered a chunk.
+  // Each chunk waits (bounded) until the other thread has also entered a chunk.
   pool.Run(2, 1, [&](int64_t, int64_t) {
     const int now = concurrent.fetch_add(1) + 1;
     int expected = peak.load();
     while (now > expected && !peak.compare_exchange_weak(expected, now)) {
     }
-    for (int spin = 0; spin < 100000000 && peak.load() < 2; ++spin) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (peak.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
     }
     concurrent.fetch_sub(1);
   });
