@@ -57,6 +57,17 @@ TEST_P(TinyTokenizerTest, MatchesHuggingFace) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TinyTokenizerTest,
                          ::testing::Values("llama3", "llama32_tied", "llama2", "mistral", "qwen2"));
 
+TEST(TokenizerTest, SentencePieceFromGgufMatchesHuggingFace) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf =
+      GgufFile::Open(FixturePath("tiny/llama2/tokenizer.gguf"));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->bos_id(), 1);
+  EXPECT_TRUE((*tok)->strips_leading_space());
+  ExpectMatchesFixture(**tok, "tiny/llama2/tokens.json");
+}
+
 TEST(TokenizerTest, TinyBosAndEos) {
   auto llama3 = Tokenizer::FromTokenizerJson(FixturePath("tiny/llama3/tokenizer.json"));
   ASSERT_TRUE(llama3.ok()) << llama3.status();
