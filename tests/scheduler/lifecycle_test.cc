@@ -275,6 +275,28 @@ TEST(AbortTest, AbortWhileAPlanIsInFlightTakesEffectAtUpdate) {
   EXPECT_EQ(h.cache().Stats().num_used, 0);
 }
 
+TEST(PreemptionTest, ResumedRequestsProduceIdenticalTokens) {
+  std::vector<std::vector<int32_t>> runs[2];
+  for (int32_t num_blocks : {5, 64}) {  // 4 usable blocks force preemption
+    SchedulerHarness::Options options = DefaultOptions();
+    options.scheduler.max_model_len = 16;
+    options.cache.num_blocks = num_blocks;
+    SchedulerHarness h(options);
+    std::vector<RequestHandle> handles;
+    for (uint64_t salt = 1; salt <= 3; ++salt) {
+      handles.push_back(h.Add(MakeRequest(4, 10, salt)));
+    }
+    h.Run();
+    EXPECT_EQ(h.scheduler().num_preemptions() > 0, num_blocks == 5);
+    for (RequestHandle handle : handles) {
+      EXPECT_EQ(h.reason(handle), FinishReason::kLength);
+      runs[num_blocks == 5 ? 0 : 1].push_back(h.tokens(handle));
+    }
+    EXPECT_EQ(h.cache().Stats().num_used, 0);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
 TEST(SiblingTest, SamplesShareThePromptBlocksAndMatchSingleRuns) {
   SchedulerHarness h(DefaultOptions());
   RequestParams params = MakeRequest(9, 6, 7);
