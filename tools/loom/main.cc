@@ -1,6 +1,7 @@
 // loom: the command-line client of loomd (API.md §3).
 //   loom generate "text"   streams a completion to stdout
 //   loom health            exits 0 when the server reports SERVING
+//   loom bench             serving benchmark (BENCHMARKS.md §1)
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "tools/bench/bench.h"
 #include "tools/loom/commands.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051", "loomd address.");
@@ -29,7 +31,8 @@ namespace {
 constexpr char kUsage[] =
     "loom <command> [flags]\n"
     "  generate \"text\"   stream a completion to stdout\n"
-    "  health            exit 0 when loomd reports SERVING\n";
+    "  health            exit 0 when loomd reports SERVING\n"
+    "  bench             serving benchmark: vLLM's metrics under load\n";
 
 int Usage() {
   std::cerr << kUsage;
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
                              timeout == absl::InfiniteDuration() ? absl::Seconds(5) : timeout,
                              std::cout, std::cerr);
   }
+  if (command == "bench") return loom::bench::BenchFromFlags(channel, std::cout, std::cerr);
   if (command == "generate") {
     if (args.size() < 3) return Usage();
     loom::cli::GenerateOptions options;
