@@ -27,11 +27,17 @@
 //   3. When blocks run out, the running sequence with the greatest key is
 //      preempted (it frees its blocks, keeps its tokens and re-enters the
 //      waiting queue at its key, i.e. its original arrival position).
-// Hence the sequence with the smallest key in the scheduler is never
-// preempted while another one runs and is the next admitted, so it always
-// progresses; every sequence fits in the pool on its own (max_model_len is
-// capped to the pool), so it finishes, and by induction on the key every
-// request finishes: none is passed over forever.
+// Hence the running sequence with the smallest key is never preempted while
+// another one runs, and gets tokens every step (prefill chunks leave room for
+// the decodes behind them, and max_num_batched_tokens >= max_num_seqs); it
+// fits in the pool on its own (max_model_len is capped to the pool), so it
+// finishes. Nothing is admitted past the waiting head, so the running set
+// drains until the head fits (preempted ones queue behind it). So a sequence
+// can only be
+// delayed by sequences with smaller keys, and there are finitely many: under
+// FCFS the earlier submissions, under the priority policy those arriving
+// before its rank minus their priority times priority_aging. No request is
+// passed over forever. A step that preempts admits nothing (as in vLLM).
 //
 // Admission. kOptimistic admits while blocks for the next chunk exist (vLLM's
 // default) and relies on preemption. kReserve admits a request only when the
