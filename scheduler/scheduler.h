@@ -33,11 +33,11 @@
 // fits in the pool on its own (max_model_len is capped to the pool), so it
 // finishes. Nothing is admitted past the waiting head, so the running set
 // drains until the head fits (preempted ones queue behind it). So a sequence
-// can only be
-// delayed by sequences with smaller keys, and there are finitely many: under
-// FCFS the earlier submissions, under the priority policy those arriving
-// before its rank minus their priority times priority_aging. No request is
-// passed over forever. A step that preempts admits nothing (as in vLLM).
+// can only be delayed by sequences with smaller keys, and there are finitely
+// many: under FCFS the earlier submissions, under the priority policy those
+// arriving before its rank minus their priority times priority_aging. No
+// request is passed over forever. A step that preempts admits nothing (as in
+// vLLM).
 //
 // Admission. kOptimistic admits while blocks for the next chunk exist (vLLM's
 // default) and relies on preemption. kReserve admits a request only when the
