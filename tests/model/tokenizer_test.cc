@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -162,6 +163,29 @@ TEST(DetokenizerTest, InvalidBytesAreReplacedNotHeld) {
   EXPECT_EQ(detok.Append(0xFF), "\uFFFD");
   EXPECT_EQ(detok.Append(0x80), "\uFFFD");
   EXPECT_EQ(detok.Append('z'), "z");
+}
+
+// gRPC threads tokenize concurrently with one shared Tokenizer.
+TEST(TokenizerTest, ConcurrentEncodeIsSafe) {
+  auto tok = Tokenizer::FromTokenizerJson(FixturePath("tiny/llama3/tokenizer.json"));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const nlohmann::json cases = ReadFixtureJson("tiny/llama3/tokens.json")["cases"];
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (const nlohmann::json& c : cases) {
+          if ((*tok)->Encode(c["text"].get<std::string>(), c["add_special_tokens"].get<bool>()) !=
+              c["ids"].get<std::vector<int32_t>>()) {
+            ++mismatches[t];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_THAT(mismatches, ::testing::Each(0));
 }
 
 TEST(TokenizerTest, ByteFallbackRoundTrips) {
