@@ -8,6 +8,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/simd_reduce.h"
 #include "kernels/parallel.h"
 
 namespace loom::kernels::cpu {
@@ -74,15 +75,6 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const Tile& t) {
   }
 }
 
-// Not _mm512_reduce_add_ps: GCC 12 warns inside it (-Wuninitialized).
-__attribute__((target("avx512f"))) inline float HorizontalSum512(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0.0f;
-  for (float l : lanes) sum += l;
-  return sum;
-}
-
 template <int MR, int NR>
 __attribute__((target("avx512f"))) void TileAvx512(const Tile& t) {
   __m512 acc[MR][NR];
@@ -109,10 +101,11 @@ __attribute__((target("avx512f"))) void TileAvx512(const Tile& t) {
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
+  float sums[16];
+  TileSums<MR, NR>(acc, sums);
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      t.y[static_cast<int64_t>(i) * t.ldy + j] =
-          HorizontalSum512(acc[i][j]) + (t.bias ? t.bias[j] : 0.0f);
+      t.y[static_cast<int64_t>(i) * t.ldy + j] = sums[4 * i + j] + (t.bias ? t.bias[j] : 0.0f);
     }
   }
 }

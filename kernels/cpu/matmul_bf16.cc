@@ -12,6 +12,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/simd_reduce.h"
 
 namespace loom::kernels::cpu {
 namespace {
@@ -87,15 +88,6 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const Tile& t) {
   }
 }
 
-// Not _mm512_reduce_add_ps: GCC 12 warns (-Wuninitialized) inside it.
-__attribute__((target("avx512f"))) inline float Sum512(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0.0f;
-  for (float l : lanes) sum += l;
-  return sum;
-}
-
 // GCC 12 warns (-Wuninitialized) inside the widening intrinsics, which are
 // built on _mm512_undefined_epi32; the warning is about the header, not us.
 #pragma GCC diagnostic push
@@ -134,8 +126,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void TileAvx512(const Tile&
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
+  float sums[16];
+  TileSums<MR, NR>(acc, sums);
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) Store(t, i, j, Sum512(acc[i][j]));
+    for (int j = 0; j < NR; ++j) Store(t, i, j, sums[4 * i + j]);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void WidenRows(const uint16_t* w,

@@ -95,5 +95,38 @@ TEST(MatmulBf16Test, EveryPathMatchesReference) {
   }
 }
 
+// A row's outputs must not depend on the other rows of x (tile position, or
+// the bfloat16 path switching from in-register to per-task widening): the CPU
+// executor's seeded sampling relies on it.
+TEST(MatmulBf16Test, RowsAreBitIdenticalWhateverTheBatch) {
+  ThreadPool pool(2);
+  const int32_t n = 45, k = 200, m = 13;
+  const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 7);
+  std::vector<uint16_t> w;
+  std::vector<float> w_widened;
+  for (float v : RandomVector(static_cast<size_t>(n) * k, 8)) {
+    w.push_back(FloatToBf16(v));
+    w_widened.push_back(Bf16ToFloat(w.back()));
+  }
+  const std::vector<float> bias = RandomVector(n, 9);
+  for (SimdLevel level : AvailableLevels()) {
+    std::vector<float> batched(static_cast<size_t>(m) * n);
+    MatmulBf16({x.data(), w.data(), bias.data(), batched.data(), m, n, k, k, n}, pool, level);
+    std::vector<float> f32(batched.size());
+    MatmulWithSimd({x.data(), w_widened.data(), bias.data(), f32.data(), m, n, k, k, n}, pool,
+                   level);
+    EXPECT_EQ(f32, batched) << SimdName(level);
+    for (int32_t row : {0, 5, 12}) {
+      std::vector<float> alone(n);
+      MatmulBf16({x.data() + static_cast<size_t>(row) * k, w.data(), bias.data(), alone.data(), 1,
+                  n, k, k, n},
+                 pool, level);
+      EXPECT_EQ(alone, std::vector<float>(batched.begin() + static_cast<size_t>(row) * n,
+                                          batched.begin() + static_cast<size_t>(row + 1) * n))
+          << SimdName(level) << " row " << row;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom::kernels::cpu

@@ -1,0 +1,50 @@
+// Horizontal sums of a register tile's accumulators. Every output of the
+// AVX-512 matmul tiles, full or edge, float32 or bfloat16 weights, is summed
+// by this one tree, so its bits never depend on which tile computed it.
+#pragma once
+
+#include <immintrin.h>
+
+namespace loom::kernels::cpu {
+
+// GCC 12 warns (-Wuninitialized) inside the shuffle intrinsics, which are
+// built on _mm512_undefined_ps; the warning is about the header, not us.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Lane l of the result is the sum of the 16 lanes of a[l] (a transpose-and-add
+// tree: 45 operations for 16 sums instead of 16 separate reductions).
+__attribute__((target("avx512f"))) inline __m512 Reduce16(const __m512* a) {
+  __m512 b[8];
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                         _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  }
+  __m512 c[4];
+  for (int i = 0; i < 4; ++i) {
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  }
+  __m512 d[2];
+  for (int i = 0; i < 2; ++i) {
+    d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0xDD));
+  }
+  return _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x88),
+                       _mm512_shuffle_f32x4(d[0], d[1], 0xDD));
+}
+
+// sums[4 * i + j] = horizontal sum of acc[i][j] for a tile of up to 4 x 4.
+template <int MR, int NR>
+__attribute__((target("avx512f"))) inline void TileSums(const __m512 (&acc)[MR][NR], float* sums) {
+  __m512 all[16];
+  for (int l = 0; l < 16; ++l) all[l] = _mm512_setzero_ps();
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) all[4 * i + j] = acc[i][j];
+  _mm512_storeu_ps(sums, Reduce16(all));
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace loom::kernels::cpu
