@@ -80,6 +80,10 @@ struct Sequence {
   SeqKey key;
   SamplingParams sampling;  // with this sample's seed
 
+  // From seq_id, which shares the first cache line with the per-step fields.
+  [[nodiscard]] RequestHandle handle() const {
+    return static_cast<RequestHandle>(seq_id / kMaxSamplesPerRequest);
+  }
   [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
   [[nodiscard]] int32_t num_blocks_held() const { return static_cast<int32_t>(block_table.size()); }

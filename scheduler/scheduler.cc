@@ -289,7 +289,7 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   for (const SampledToken& sampled : result.sampled) {
     Sequence& seq = FindScheduled(plan, sampled.seq_id, cursor);
     seq.token_ids.push_back(sampled.token_id);
-    output.new_tokens.push_back(NewToken{.handle = seq.key.handle,
+    output.new_tokens.push_back(NewToken{.handle = seq.handle(),
                                          .index = seq.index,
                                          .token_id = sampled.token_id,
                                          .logprob = sampled.logprob,
