@@ -35,8 +35,12 @@ constexpr absl::Duration kHealthPollInterval = absl::Milliseconds(200);
 constexpr absl::Duration kListenerGrace = absl::Seconds(2);
 
 DType DummyDType(const std::string& dtype) {
-  if (dtype == "float32") return DType::kF32;
-  if (dtype == "float16") return DType::kF16;
+  if (dtype == "float32") {
+    return DType::kF32;
+  }
+  if (dtype == "float16") {
+    return DType::kF16;
+  }
   return DType::kBF16;
 }
 
@@ -73,7 +77,9 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
 // Waits for the end of the run: a signal (true) or an engine failure (false).
 bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine) {
   while (!watcher.WaitForSignal(kHealthPollInterval)) {
-    if (!engine.healthy()) return false;
+    if (!engine.healthy()) {
+      return false;
+    }
   }
   return true;
 }

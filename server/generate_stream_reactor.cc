@@ -16,7 +16,9 @@ class GenerateStreamReactor::Sink final : public OutputSink {
 
   void Push(RequestOutput output) override {
     absl::MutexLock lock(&mu_);
-    if (reactor_ != nullptr) reactor_->OnOutput(std::move(output));
+    if (reactor_ != nullptr) {
+      reactor_->OnOutput(std::move(output));
+    }
   }
 
   void Detach() {
@@ -66,20 +68,26 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
     write_in_flight_ = false;
     // A failed write means the client is gone; OnCancel aborts the request and
     // the call finishes once the engine confirms with its final output.
-    if (!ok) write_failed_ = true;
+    if (!ok) {
+      write_failed_ = true;
+    }
     action = NextAction();
   }
   Perform(action);
 }
 
 GenerateStreamReactor::Action GenerateStreamReactor::NextAction() {
-  if (write_in_flight_ || finish_called_) return Action::kNone;
+  if (write_in_flight_ || finish_called_) {
+    return Action::kNone;
+  }
   if (coalescer_.has_pending() && !write_failed_) {
     in_flight_ = *coalescer_.TakeNext();
     write_in_flight_ = true;
     return Action::kWrite;
   }
-  if (!coalescer_.finished()) return Action::kNone;
+  if (!coalescer_.finished()) {
+    return Action::kNone;
+  }
   finish_called_ = true;
   finish_status_ = coalescer_.final_status();
   if (!finish_status_.ok()) {
@@ -110,12 +118,16 @@ void GenerateStreamReactor::Perform(Action action) {
 }
 
 void GenerateStreamReactor::FinishWith(const absl::Status& status) {
-  if (recorder_) recorder_("GenerateStream", status.code());
+  if (recorder_) {
+    recorder_("GenerateStream", status.code());
+  }
   Finish(ToGrpcStatus(status));
 }
 
 void GenerateStreamReactor::OnCancel() {
-  if (handle_.has_value()) backend_.Abort(*handle_);
+  if (handle_.has_value()) {
+    backend_.Abort(*handle_);
+  }
 }
 
 void GenerateStreamReactor::OnDone() {

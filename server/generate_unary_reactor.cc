@@ -17,7 +17,9 @@ class GenerateUnaryReactor::Sink final : public OutputSink {
 
   void Push(RequestOutput output) override {
     absl::MutexLock lock(&mu_);
-    if (reactor_ != nullptr) reactor_->OnOutput(std::move(output));
+    if (reactor_ != nullptr) {
+      reactor_->OnOutput(std::move(output));
+    }
   }
 
   void Detach() {
@@ -40,7 +42,9 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
   {
     absl::MutexLock lock(&mu_);
     response_->set_request_id(request_id_);
-    for (int32_t i = 0; i < params.n; ++i) response_->add_completions()->set_index(i);
+    for (int32_t i = 0; i < params.n; ++i) {
+      response_->add_completions()->set_index(i);
+    }
   }
   absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
   if (handle.ok()) {
@@ -59,11 +63,17 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
   absl::Status status;
   {
     absl::MutexLock lock(&mu_);
-    if (finished_) return;
+    if (finished_) {
+      return;
+    }
     for (const SampleDelta& delta : output.samples) {
-      if (delta.index >= static_cast<uint32_t>(response_->completions_size())) continue;
+      if (delta.index >= static_cast<uint32_t>(response_->completions_size())) {
+        continue;
+      }
       v1::Completion& completion = *response_->mutable_completions(static_cast<int>(delta.index));
-      for (int32_t id : delta.token_ids) completion.add_token_ids(id);
+      for (int32_t id : delta.token_ids) {
+        completion.add_token_ids(id);
+      }
       completion.mutable_text()->append(delta.text);
       AppendLogprobs(delta.logprobs, *completion.mutable_logprobs());
       if (delta.finish_reason != FinishReason::kNone) {
@@ -71,10 +81,14 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
         completion.set_stop_reason(delta.stop_reason);
       }
     }
-    if (!output.finished) return;
+    if (!output.finished) {
+      return;
+    }
     finished_ = true;
     status = std::move(output.status);
-    if (status.ok()) CopyUsage(output.usage, *response_->mutable_usage());
+    if (status.ok()) {
+      CopyUsage(output.usage, *response_->mutable_usage());
+    }
   }
   if (!status.ok()) {
     LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
@@ -83,12 +97,16 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
 }
 
 void GenerateUnaryReactor::FinishWith(const absl::Status& status) {
-  if (recorder_) recorder_("Generate", status.code());
+  if (recorder_) {
+    recorder_("Generate", status.code());
+  }
   Finish(ToGrpcStatus(status));
 }
 
 void GenerateUnaryReactor::OnCancel() {
-  if (handle_.has_value()) backend_.Abort(*handle_);
+  if (handle_.has_value()) {
+    backend_.Abort(*handle_);
+  }
 }
 
 void GenerateUnaryReactor::OnDone() {

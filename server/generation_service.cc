@@ -23,7 +23,9 @@ class FailedStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateSt
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   const std::chrono::system_clock::time_point deadline = context.deadline();
   // gRPC reports "no deadline" as the largest time_point, beyond absl's range.
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return absl::InfiniteFuture();
+  }
   return absl::FromChrono(deadline);
 }
 
@@ -36,20 +38,26 @@ GenerationService::GenerationService(const ModelFrontend& model, GenerationBacke
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
                                                          std::string_view method,
                                                          const absl::Status& status) {
-  if (recorder_) recorder_(method, status.code());
+  if (recorder_) {
+    recorder_(method, status.code());
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
 absl::Status GenerationService::CheckAccepting() const {
-  if (accepting_.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (accepting_.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
   return DrainingStatus();
 }
 
 absl::StatusOr<RequestParams> GenerationService::Prepare(const grpc::CallbackServerContext& context,
                                                          const v1::GenerateRequest& request) {
-  if (absl::Status st = CheckAccepting(); !st.ok()) return st;
+  if (absl::Status st = CheckAccepting(); !st.ok()) {
+    return st;
+  }
   absl::StatusOr<RequestParams> params = builder_.Build(request, absl::Now(), DeadlineOf(context));
   if (!params.ok()) {
     LogLine(absl::StrCat("request ", request.request_id().empty() ? "-" : request.request_id(),
@@ -62,7 +70,9 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
                                                       const v1::GenerateRequest* request,
                                                       v1::GenerateResponse* response) {
   absl::StatusOr<RequestParams> params = Prepare(*context, *request);
-  if (!params.ok()) return FinishUnary(context, "Generate", params.status());
+  if (!params.ok()) {
+    return FinishUnary(context, "Generate", params.status());
+  }
   return new GenerateUnaryReactor(backend_, recorder_, *std::move(params), response);
 }
 
@@ -70,7 +80,9 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   absl::StatusOr<RequestParams> params = Prepare(*context, *request);
   if (!params.ok()) {
-    if (recorder_) recorder_("GenerateStream", params.status().code());
+    if (recorder_) {
+      recorder_("GenerateStream", params.status().code());
+    }
     return new FailedStreamReactor(params.status());
   }
   return new GenerateStreamReactor(backend_, recorder_, *std::move(params));
@@ -79,9 +91,13 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
-  if (absl::Status st = CheckAccepting(); !st.ok()) return FinishUnary(context, "Tokenize", st);
+  if (absl::Status st = CheckAccepting(); !st.ok()) {
+    return FinishUnary(context, "Tokenize", st);
+  }
   absl::StatusOr<std::vector<int32_t>> ids = builder_.Tokenize(*request);
-  if (!ids.ok()) return FinishUnary(context, "Tokenize", ids.status());
+  if (!ids.ok()) {
+    return FinishUnary(context, "Tokenize", ids.status());
+  }
   for (int32_t id : *ids) {
     response->add_token_ids(id);
     response->add_tokens(model_.TokenToPiece(id));

@@ -42,7 +42,9 @@ void GrpcServer::SetServing(bool serving) {
 }
 
 void GrpcServer::Shutdown(absl::Time deadline) {
-  if (shut_down_) return;
+  if (shut_down_) {
+    return;
+  }
   shut_down_ = true;
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();

@@ -26,7 +26,9 @@ absl::StatusOr<std::string> LoadedModelFrontend::RenderChat(
   }
   std::vector<ChatMessage> turns;
   turns.reserve(messages.messages_size());
-  for (const v1::ChatMessage& m : messages.messages()) turns.push_back({m.role(), m.content()});
+  for (const v1::ChatMessage& m : messages.messages()) {
+    turns.push_back({m.role(), m.content()});
+  }
   return model_.chat_template->Render(turns, /*add_generation_prompt=*/true);
 }
 

@@ -21,7 +21,9 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const ModelFrontend& model,
                                                 const v1::ChatMessages& messages,
                                                 bool add_special_tokens) {
   absl::StatusOr<std::string> text = model.RenderChat(messages);
-  if (!text.ok()) return text.status();
+  if (!text.ok()) {
+    return text.status();
+  }
   return model.Encode(*text, add_special_tokens);
 }
 
@@ -49,25 +51,35 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptIds(
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
     const v1::TokenizeRequest& request) const {
-  if (absl::Status st = ValidateTokenizeRequest(request); !st.ok()) return st;
+  if (absl::Status st = ValidateTokenizeRequest(request); !st.ok()) {
+    return st;
+  }
   const bool is_chat = request.has_messages();
   const bool add_special =
       AddSpecialTokens(request.has_add_special_tokens(), request.add_special_tokens(), is_chat);
-  if (is_chat) return EncodeChat(model_, request.messages(), add_special);
+  if (is_chat) {
+    return EncodeChat(model_, request.messages(), add_special);
+  }
   return model_.Encode(request.text(), add_special);
 }
 
 absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& request,
                                                     absl::Time now, absl::Time deadline) {
   const v1::ModelInfo& info = model_.Info();
-  const int32_t vocab_size = static_cast<int32_t>(info.vocab_size());
+  const auto vocab_size = static_cast<int32_t>(info.vocab_size());
   const int64_t max_model_len = info.max_model_len();
-  if (absl::Status st = ValidateGenerateRequest(request, vocab_size); !st.ok()) return st;
+  if (absl::Status st = ValidateGenerateRequest(request, vocab_size); !st.ok()) {
+    return st;
+  }
 
   absl::StatusOr<std::vector<int32_t>> ids = PromptIds(request);
-  if (!ids.ok()) return ids.status();
+  if (!ids.ok()) {
+    return ids.status();
+  }
   std::vector<int32_t> prompt = *std::move(ids);
-  if (prompt.empty()) return absl::InvalidArgumentError("the input encodes to no tokens");
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError("the input encodes to no tokens");
+  }
 
   const v1::StoppingCriteria& stopping = request.stopping();
   const bool explicit_max = stopping.has_max_tokens();
@@ -77,7 +89,7 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
     return absl::InvalidArgumentError(absl::StrCat("stopping.max_tokens must be in [1, ",
                                                    max_model_len - 1, "]; got ", reserved));
   }
-  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  const auto prompt_len = static_cast<int64_t>(prompt.size());
   if (prompt_len + reserved > max_model_len) {
     switch (request.truncate()) {
       case v1::TRUNCATION_LEFT:
@@ -116,15 +128,31 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
 
   const v1::SamplingParams& s = request.sampling();
   SamplingParams& sampling = params.sampling;
-  if (s.has_temperature()) sampling.temperature = s.temperature();
-  if (s.has_top_p()) sampling.top_p = s.top_p();
-  if (s.has_top_k()) sampling.top_k = s.top_k();
-  if (s.has_min_p()) sampling.min_p = s.min_p();
-  if (s.has_repetition_penalty()) sampling.repetition_penalty = s.repetition_penalty();
-  if (s.has_presence_penalty()) sampling.presence_penalty = s.presence_penalty();
-  if (s.has_frequency_penalty()) sampling.frequency_penalty = s.frequency_penalty();
+  if (s.has_temperature()) {
+    sampling.temperature = s.temperature();
+  }
+  if (s.has_top_p()) {
+    sampling.top_p = s.top_p();
+  }
+  if (s.has_top_k()) {
+    sampling.top_k = s.top_k();
+  }
+  if (s.has_min_p()) {
+    sampling.min_p = s.min_p();
+  }
+  if (s.has_repetition_penalty()) {
+    sampling.repetition_penalty = s.repetition_penalty();
+  }
+  if (s.has_presence_penalty()) {
+    sampling.presence_penalty = s.presence_penalty();
+  }
+  if (s.has_frequency_penalty()) {
+    sampling.frequency_penalty = s.frequency_penalty();
+  }
   sampling.seed = s.has_seed() ? s.seed() : NewSeed();
-  for (const auto& [id, bias] : s.logit_bias()) sampling.logit_bias.emplace_back(id, bias);
+  for (const auto& [id, bias] : s.logit_bias()) {
+    sampling.logit_bias.emplace_back(id, bias);
+  }
   // Protobuf maps have no order; a sorted list keeps same-request runs identical.
   std::sort(sampling.logit_bias.begin(), sampling.logit_bias.end());
   sampling.num_logprobs = request.has_logprobs() ? request.logprobs() : -1;

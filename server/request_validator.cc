@@ -14,12 +14,16 @@ absl::Status OutOfRange(absl::string_view field, absl::string_view range, absl::
 
 // Written as !(in range) so that NaN is rejected too.
 absl::Status CheckClosed(float value, float lo, float hi, absl::string_view field) {
-  if (std::isfinite(value) && lo <= value && value <= hi) return absl::OkStatus();
+  if (std::isfinite(value) && lo <= value && value <= hi) {
+    return absl::OkStatus();
+  }
   return OutOfRange(field, absl::StrCat("in [", lo, ", ", hi, "]"), absl::StrCat(value));
 }
 
 absl::Status CheckTokenId(int32_t id, int32_t vocab_size, absl::string_view field) {
-  if (0 <= id && id < vocab_size) return absl::OkStatus();
+  if (0 <= id && id < vocab_size) {
+    return absl::OkStatus();
+  }
   return OutOfRange(field, absl::StrCat("a token id in [0, ", vocab_size, ")"), absl::StrCat(id));
 }
 
@@ -36,7 +40,9 @@ absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size) {
     return OutOfRange("sampling.top_k", ">= 0 (0 = off)", absl::StrCat(s.top_k()));
   }
   if (s.has_min_p()) {
-    if (absl::Status st = CheckClosed(s.min_p(), 0, 1, "sampling.min_p"); !st.ok()) return st;
+    if (absl::Status st = CheckClosed(s.min_p(), 0, 1, "sampling.min_p"); !st.ok()) {
+      return st;
+    }
   }
   if (s.has_repetition_penalty() &&
       !(std::isfinite(s.repetition_penalty()) && s.repetition_penalty() > 0)) {
@@ -152,9 +158,15 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
     return OutOfRange("request_id", absl::StrCat("at most ", kMaxRequestIdLength, " characters"),
                       absl::StrCat(request.request_id().size(), " characters"));
   }
-  if (absl::Status st = ValidateInput(request, vocab_size); !st.ok()) return st;
-  if (absl::Status st = ValidateSampling(request.sampling(), vocab_size); !st.ok()) return st;
-  if (absl::Status st = ValidateStopping(request.stopping(), vocab_size); !st.ok()) return st;
+  if (absl::Status st = ValidateInput(request, vocab_size); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = ValidateSampling(request.sampling(), vocab_size); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = ValidateStopping(request.stopping(), vocab_size); !st.ok()) {
+    return st;
+  }
   if (request.has_logprobs() && !(0 <= request.logprobs() && request.logprobs() <= kMaxLogprobs)) {
     return OutOfRange("logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
                       absl::StrCat(request.logprobs()));

@@ -12,7 +12,9 @@ namespace {
 absl::Status CheckOneOf(absl::string_view flag, const std::string& value,
                         std::initializer_list<absl::string_view> allowed) {
   for (absl::string_view a : allowed) {
-    if (value == a) return absl::OkStatus();
+    if (value == a) {
+      return absl::OkStatus();
+    }
   }
   return absl::InvalidArgumentError(absl::StrCat(
       flag, " must be one of ", absl::StrJoin(allowed, ", "), "; got \"", value, "\""));
@@ -23,7 +25,9 @@ absl::Status Invalid(absl::string_view flag, absl::string_view rule, absl::strin
 }
 
 absl::Status CheckPort(absl::string_view flag, int32_t port) {
-  if (0 <= port && port <= 65535) return absl::OkStatus();
+  if (0 <= port && port <= 65535) {
+    return absl::OkStatus();
+  }
   return Invalid(flag, "in [0, 65535] (0 picks a free port)", absl::StrCat(port));
 }
 
@@ -31,13 +35,15 @@ std::string ExpandHome(absl::string_view path, absl::string_view home) {
   if (!home.empty() && (path == "~" || absl::StartsWith(path, "~/"))) {
     return absl::StrCat(home, path.substr(1));
   }
-  return std::string(path);
+  return {path.data(), path.size()};
 }
 
 }  // namespace
 
 absl::Status ValidateServerConfig(const ServerConfig& c) {
-  if (c.model.empty()) return absl::InvalidArgumentError("model must be a path; got \"\"");
+  if (c.model.empty()) {
+    return absl::InvalidArgumentError("model must be a path; got \"\"");
+  }
   if (absl::Status st =
           CheckOneOf("load_format", c.load_format, {"auto", "gguf", "safetensors", "dummy"});
       !st.ok()) {
@@ -50,9 +56,15 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = CheckPort("port", c.port); !st.ok()) return st;
-  if (absl::Status st = CheckPort("http_port", c.http_port); !st.ok()) return st;
-  if (c.host.empty()) return absl::InvalidArgumentError("host must not be empty");
+  if (absl::Status st = CheckPort("port", c.port); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckPort("http_port", c.http_port); !st.ok()) {
+    return st;
+  }
+  if (c.host.empty()) {
+    return absl::InvalidArgumentError("host must not be empty");
+  }
   const bool power_of_two = c.block_size > 0 && (c.block_size & (c.block_size - 1)) == 0;
   if (!power_of_two || c.block_size < 8 || c.block_size > 256) {
     return Invalid("block_size", "a power of two between 8 and 256", absl::StrCat(c.block_size));
@@ -65,7 +77,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("kv_cache_bytes", ">= 0 (0 = sized automatically)",
                    absl::StrCat(c.kv_cache_bytes));
   }
-  if (c.max_num_seqs < 1) return Invalid("max_num_seqs", ">= 1", absl::StrCat(c.max_num_seqs));
+  if (c.max_num_seqs < 1) {
+    return Invalid("max_num_seqs", ">= 1", absl::StrCat(c.max_num_seqs));
+  }
   if (c.max_num_batched_tokens < c.max_num_seqs) {
     return Invalid("max_num_batched_tokens", absl::StrCat(">= max_num_seqs (", c.max_num_seqs, ")"),
                    absl::StrCat(c.max_num_batched_tokens));
@@ -86,14 +100,20 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.drain_timeout < absl::ZeroDuration()) {
     return Invalid("drain_timeout", ">= 0s", absl::FormatDuration(c.drain_timeout));
   }
-  if (c.threads < 0) return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
+  if (c.threads < 0) {
+    return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
+  }
   return absl::OkStatus();
 }
 
 std::string ResolveModelPath(absl::string_view flag_value, absl::string_view env_value,
                              absl::string_view default_path, absl::string_view home) {
-  if (!flag_value.empty()) return ExpandHome(flag_value, home);
-  if (!env_value.empty()) return ExpandHome(env_value, home);
+  if (!flag_value.empty()) {
+    return ExpandHome(flag_value, home);
+  }
+  if (!env_value.empty()) {
+    return ExpandHome(env_value, home);
+  }
   return ExpandHome(default_path, home);
 }
 

@@ -5,34 +5,41 @@
 namespace loom {
 namespace {
 
-sigset_t DrainSignals() {
+// SIGUSR1 only wakes the watcher thread when it is being stopped.
+constexpr int kWakeSignal = SIGUSR1;
+
+sigset_t WatchedSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, kWakeSignal);
   return set;
 }
 
 }  // namespace
 
 void SignalWatcher::BlockSignals() {
-  const sigset_t set = DrainSignals();
+  const sigset_t set = WatchedSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 SignalWatcher::SignalWatcher() : thread_([this] { Run(); }) {}
 
 SignalWatcher::~SignalWatcher() {
-  // Wake the thread with a signal it waits for when none has come yet; it
-  // exits after taking one signal either way.
-  if (!received_.HasBeenNotified()) pthread_kill(thread_.native_handle(), SIGTERM);
+  // The thread exits after taking one signal; wake it when none has come.
+  if (!received_.HasBeenNotified()) {
+    pthread_kill(thread_.native_handle(), kWakeSignal);
+  }
   thread_.join();
 }
 
 void SignalWatcher::Run() {
-  const sigset_t set = DrainSignals();
+  const sigset_t set = WatchedSignals();
   int signal = 0;
-  if (sigwait(&set, &signal) != 0) return;
+  if (sigwait(&set, &signal) != 0 || signal == kWakeSignal) {
+    return;
+  }
   signal_ = signal;
   received_.Notify();
 }

@@ -13,8 +13,9 @@ namespace loom {
 
 class SignalWatcher {
  public:
-  // Blocks SIGTERM and SIGINT in the calling thread, and so in every thread
-  // it creates later: call first thing in main, before any thread exists.
+  // Blocks SIGTERM and SIGINT (and SIGUSR1, which stops the watcher) in the
+  // calling thread, and so in every thread it creates later: call first
+  // thing in main, before any thread exists.
   static void BlockSignals();
 
   SignalWatcher();   // starts the sigwait thread

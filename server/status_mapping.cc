@@ -25,9 +25,12 @@ static_assert(static_cast<int>(absl::StatusCode::kUnauthenticated) ==
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
+  if (status.ok()) {
+    return grpc::Status::OK;
+  }
   // absl::Status only holds canonical codes (it turns others into kUnknown).
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  return {static_cast<grpc::StatusCode>(status.code()),
+          {status.message().data(), status.message().size()}};
 }
 
 absl::Status DrainingStatus() {

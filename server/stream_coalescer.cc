@@ -1,5 +1,6 @@
 #include "server/stream_coalescer.h"
 
+#include <ranges>
 #include <utility>
 
 #include "server/proto_convert.h"
@@ -9,7 +10,9 @@ namespace loom {
 
 void AppendDelta(const SampleDelta& delta, v1::GenerateStreamResponse& message) {
   message.set_index(delta.index);
-  for (int32_t id : delta.token_ids) message.add_token_ids(id);
+  for (int32_t id : delta.token_ids) {
+    message.add_token_ids(id);
+  }
   message.mutable_text()->append(delta.text);
   AppendLogprobs(delta.logprobs, *message.mutable_logprobs());
   if (delta.finish_reason != FinishReason::kNone) {
@@ -21,9 +24,11 @@ void AppendDelta(const SampleDelta& delta, v1::GenerateStreamResponse& message) 
 v1::GenerateStreamResponse& StreamCoalescer::PendingFor(uint32_t index) {
   // A sample's newest pending message takes more deltas until it carries a
   // finish reason; messages already handed out are no longer in pending_.
-  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
-    if (it->index() == index) {
-      if (it->finish_reason() == v1::FINISH_REASON_UNSPECIFIED) return *it;
+  for (v1::GenerateStreamResponse& message : std::ranges::reverse_view(pending_)) {
+    if (message.index() == index) {
+      if (message.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
+        return message;
+      }
       break;
     }
   }
@@ -34,23 +39,35 @@ v1::GenerateStreamResponse& StreamCoalescer::PendingFor(uint32_t index) {
 }
 
 void StreamCoalescer::Add(RequestOutput output) {
-  if (finished_) return;
+  if (finished_) {
+    return;
+  }
   for (const SampleDelta& delta : output.samples) {
     const bool empty =
         delta.token_ids.empty() && delta.text.empty() && delta.finish_reason == FinishReason::kNone;
-    if (!empty) AppendDelta(delta, PendingFor(delta.index));
+    if (!empty) {
+      AppendDelta(delta, PendingFor(delta.index));
+    }
   }
-  if (!output.finished) return;
+  if (!output.finished) {
+    return;
+  }
   finished_ = true;
   final_status_ = std::move(output.status);
-  if (!final_status_.ok()) return;
+  if (!final_status_.ok()) {
+    return;
+  }
   // Usage rides on the request's last message, which is the last one queued.
-  if (pending_.empty()) PendingFor(0);
+  if (pending_.empty()) {
+    PendingFor(0);
+  }
   CopyUsage(output.usage, *pending_.back().mutable_usage());
 }
 
 std::optional<v1::GenerateStreamResponse> StreamCoalescer::TakeNext() {
-  if (pending_.empty()) return std::nullopt;
+  if (pending_.empty()) {
+    return std::nullopt;
+  }
   v1::GenerateStreamResponse next = std::move(pending_.front());
   pending_.pop_front();
   return next;

@@ -1,8 +1,7 @@
 // Drives the real loomd (the bundled SmolLM2 model on the CPU) over loopback
 // with the C++ gRPC client and the loom CLI's commands: health, validation,
 // streaming, cancellation and the SIGTERM drain.
-#include <signal.h>
-
+#include <csignal>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -59,7 +58,9 @@ class LoomdTest : public ::testing::Test {
     loomd_ = started->release();
   }
   static void TearDownTestSuite() {
-    if (loomd_ == nullptr) return;
+    if (loomd_ == nullptr) {
+      return;
+    }
     loomd_->Signal(SIGTERM);
     absl::StatusOr<int> code = loomd_->WaitForExit(kCallTimeout);
     EXPECT_TRUE(code.ok()) << code.status();
@@ -96,10 +97,10 @@ TEST_F(LoomdTest, ModelInfoDescribesTheBundledModel) {
   v1::ModelInfo info;
   ASSERT_TRUE(stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
   EXPECT_EQ(info.architecture(), "LlamaForCausalLM");
-  EXPECT_EQ(info.vocab_size(), 49152u);
-  EXPECT_EQ(info.max_model_len(), 512u);
+  EXPECT_EQ(info.vocab_size(), 49152U);
+  EXPECT_EQ(info.max_model_len(), 512U);
   EXPECT_EQ(info.device(), "cpu");
-  EXPECT_GT(info.num_kv_blocks(), 0u);
+  EXPECT_GT(info.num_kv_blocks(), 0U);
 }
 
 TEST_F(LoomdTest, InvalidRequestsNameTheFieldAndTheServerKeepsServing) {
@@ -173,7 +174,7 @@ TEST_F(LoomdTest, StreamingMatchesTheUnaryResult) {
   EXPECT_EQ(text, unary.completions(0).text());
   EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(last.usage().completion_tokens(), kTokens);
-  EXPECT_GT(last.usage().prompt_tokens(), 0u);
+  EXPECT_GT(last.usage().prompt_tokens(), 0U);
 }
 
 TEST_F(LoomdTest, CliGenerateStreamsText) {
@@ -185,7 +186,7 @@ TEST_F(LoomdTest, CliGenerateStreamsText) {
   std::ostringstream out;
   std::ostringstream err;
   EXPECT_EQ(cli::Generate(channel_, options, out, err), 0) << err.str();
-  EXPECT_GT(out.str().size(), 1u);
+  EXPECT_GT(out.str().size(), 1U);
   EXPECT_THAT(err.str(), HasSubstr("generated tokens"));
 }
 
@@ -250,7 +251,9 @@ TEST(LoomdDrainTest, SigtermDrainsAndExitsZero) {
   v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED;
   while (in_flight->Read(&message)) {
     tokens += message.token_ids_size();
-    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) finish = message.finish_reason();
+    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      finish = message.finish_reason();
+    }
   }
   const grpc::Status status = in_flight->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();

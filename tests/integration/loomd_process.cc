@@ -1,11 +1,11 @@
 #include "tests/integration/loomd_process.h"
 
-#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,8 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-
-extern char** environ;
 
 namespace loom::testing {
 namespace {
@@ -36,16 +34,23 @@ LoomdProcess::LoomdProcess(pid_t pid, int log_fd)
 absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Start(
     const std::vector<std::string>& extra_args) {
   const char* binary = std::getenv("LOOMD");
-  if (binary == nullptr) return absl::FailedPreconditionError("set LOOMD to the loomd binary");
+  if (binary == nullptr) {
+    return absl::FailedPreconditionError("set LOOMD to the loomd binary");
+  }
   std::vector<std::string> args = {binary};
   args.insert(args.end(), kDefaultArgs.begin(), kDefaultArgs.end());
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
+  argv.reserve(args.size() + 1);
+  for (std::string& a : args) {
+    argv.push_back(a.data());
+  }
   argv.push_back(nullptr);
 
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+  if (pipe(pipe_fds) != 0) {
+    return absl::InternalError("pipe failed");
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
@@ -92,8 +97,12 @@ void LoomdProcess::ReadLog(int fd) {
   char buf[4096];
   while (true) {
     const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break;
+    }
     // Echoed so that a failing test shows what the daemon said.
     std::fwrite(buf, 1, static_cast<size_t>(n), stderr);
     absl::MutexLock lock(&mu_);
@@ -118,7 +127,7 @@ std::string LoomdProcess::log() {
   return log_;
 }
 
-void LoomdProcess::Signal(int signal) { kill(pid_, signal); }
+void LoomdProcess::Signal(int signal) const { kill(pid_, signal); }
 
 absl::StatusOr<int> LoomdProcess::WaitForExit(absl::Duration timeout) {
   // The daemon closes its stderr when it exits, so the log reader's EOF is
@@ -131,7 +140,9 @@ absl::StatusOr<int> LoomdProcess::WaitForExit(absl::Duration timeout) {
     }
   }
   int status = 0;
-  if (waitpid(pid_, &status, 0) != pid_) return absl::InternalError("waitpid failed");
+  if (waitpid(pid_, &status, 0) != pid_) {
+    return absl::InternalError("waitpid failed");
+  }
   exited_ = true;
   exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return exit_code_;

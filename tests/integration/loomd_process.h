@@ -33,7 +33,7 @@ class LoomdProcess {
   bool WaitForLog(const std::string& text, absl::Duration timeout);
   std::string log();
 
-  void Signal(int signal);
+  void Signal(int signal) const;
   // Waits for loomd to exit; its exit code, or 128 + signal when killed.
   absl::StatusOr<int> WaitForExit(absl::Duration timeout);
 

@@ -28,7 +28,9 @@ class ScriptedBackend final : public GenerationBackend {
  public:
   absl::StatusOr<Handle> Submit(RequestParams params, std::shared_ptr<OutputSink> sink) override {
     absl::MutexLock lock(&mu_);
-    if (!reject_.ok()) return reject_;
+    if (!reject_.ok()) {
+      return reject_;
+    }
     submitted_.push_back(std::move(params));
     sinks_.push_back(std::move(sink));
     return sinks_.size() - 1;
@@ -163,7 +165,7 @@ TEST_F(GenerationServiceTest, UnaryGathersTheWholeResult) {
   EXPECT_EQ(response.completions(0).text(), "Hello");
   EXPECT_THAT(response.completions(0).token_ids(), ElementsAre(10, 11));
   EXPECT_EQ(response.completions(0).finish_reason(), v1::FINISH_REASON_LENGTH);
-  EXPECT_EQ(response.usage().completion_tokens(), 2u);
+  EXPECT_EQ(response.usage().completion_tokens(), 2U);
   EXPECT_THAT(recorded(), ElementsAre("Generate:OK"));
 }
 
@@ -175,14 +177,18 @@ TEST_F(GenerationServiceTest, StreamDeliversEveryTokenInOrder) {
     grpc::ClientContext ctx;
     auto reader = stub_->GenerateStream(&ctx, Request("x"));
     v1::GenerateStreamResponse m;
-    while (reader->Read(&m)) messages.push_back(m);
+    while (reader->Read(&m)) {
+      messages.push_back(m);
+    }
     status = reader->Finish();
   });
   std::shared_ptr<OutputSink> sink = backend_.WaitForSink(0);
   ASSERT_NE(sink, nullptr);
   // Pushed as fast as the engine would: the reactor must never block this
   // thread and must coalesce whatever the client has not taken yet.
-  for (int i = 0; i < kTokens - 1; ++i) sink->Push(Token(i, "t"));
+  for (int i = 0; i < kTokens - 1; ++i) {
+    sink->Push(Token(i, "t"));
+  }
   sink->Push(Last(kTokens - 1, "!"));
   client.join();
   ASSERT_TRUE(status.ok()) << status.error_message();
@@ -196,10 +202,12 @@ TEST_F(GenerationServiceTest, StreamDeliversEveryTokenInOrder) {
     text += m.text();
   }
   ASSERT_EQ(tokens.size(), static_cast<size_t>(kTokens));
-  for (int i = 0; i < kTokens; ++i) EXPECT_EQ(tokens[i], i);
+  for (int i = 0; i < kTokens; ++i) {
+    EXPECT_EQ(tokens[i], i);
+  }
   EXPECT_EQ(text, std::string(kTokens - 1, 't') + "!");
   EXPECT_EQ(messages.back().finish_reason(), v1::FINISH_REASON_LENGTH);
-  EXPECT_EQ(messages.back().usage().prompt_tokens(), 3u);
+  EXPECT_EQ(messages.back().usage().prompt_tokens(), 3U);
   for (size_t i = 0; i + 1 < messages.size(); ++i) {
     EXPECT_FALSE(messages[i].has_usage());
   }
@@ -250,7 +258,7 @@ TEST_F(GenerationServiceTest, InvalidRequestsNeverReachTheEngine) {
   status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(status.error_message(), "prompt has 101 tokens; max_model_len is 64");
-  EXPECT_EQ(backend_.num_submitted(), 0u);
+  EXPECT_EQ(backend_.num_submitted(), 0U);
   EXPECT_THAT(recorded(),
               ElementsAre("Generate:INVALID_ARGUMENT", "GenerateStream:INVALID_ARGUMENT"));
 }
@@ -314,7 +322,7 @@ TEST_F(GenerationServiceTest, TokenizeAndModelInfo) {
   v1::ModelInfo info;
   ASSERT_TRUE(stub_->GetModelInfo(&info_ctx, v1::GetModelInfoRequest(), &info).ok());
   EXPECT_EQ(info.name(), "fake");
-  EXPECT_EQ(info.vocab_size(), 300u);
+  EXPECT_EQ(info.vocab_size(), 300U);
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST_F(RequestBuilderTest, AppliesDefaultsAndCopiesFields) {
   r.set_cache_salt("salt");
   r.set_logprobs(2);
   auto* s = r.mutable_sampling();
-  s->set_temperature(0.5f);
+  s->set_temperature(0.5F);
   s->set_n(3);
   (*s->mutable_logit_bias())[9] = 1;
   (*s->mutable_logit_bias())[4] = -1;
@@ -65,8 +65,8 @@ TEST_F(RequestBuilderTest, AppliesDefaultsAndCopiesFields) {
   r.mutable_stopping()->set_ignore_eos(true);
   absl::StatusOr<RequestParams> p = Build(r);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->sampling.temperature, 0.5f);
-  EXPECT_EQ(p->sampling.top_p, 1.0f);
+  EXPECT_EQ(p->sampling.temperature, 0.5F);
+  EXPECT_EQ(p->sampling.top_p, 1.0F);
   EXPECT_EQ(p->sampling.num_logprobs, 2);
   EXPECT_THAT(p->sampling.logit_bias,
               ElementsAre(std::pair<int32_t, float>(4, -1), std::pair<int32_t, float>(9, 1)));
@@ -95,14 +95,14 @@ TEST_F(RequestBuilderTest, AssignsRequestIdAndSeedOnlyWhenUnset) {
     ids.insert(p->request_id);
     seeds.insert(p->sampling.seed);
   }
-  EXPECT_EQ(ids.size(), 8u);
-  EXPECT_EQ(seeds.size(), 8u);
+  EXPECT_EQ(ids.size(), 8U);
+  EXPECT_EQ(seeds.size(), 8U);
 
   r.set_request_id("mine");
   r.mutable_sampling()->set_seed(42);
   absl::StatusOr<RequestParams> p = Build(r);
   EXPECT_EQ(p->request_id, "mine");
-  EXPECT_EQ(p->sampling.seed, 42u);
+  EXPECT_EQ(p->sampling.seed, 42U);
 }
 
 TEST_F(RequestBuilderTest, RejectsTooLongPromptWithoutTruncation) {
@@ -160,7 +160,7 @@ TEST_F(RequestBuilderTest, TruncationWithoutMaxTokensKeepsRoomForOutput) {
   absl::StatusOr<RequestParams> p = Build(r);
   ASSERT_TRUE(p.ok()) << p.status();
   // The default output (256, capped to max_model_len - 1 = 15) leaves 1 token.
-  EXPECT_EQ(p->prompt_token_ids.size(), 1u);
+  EXPECT_EQ(p->prompt_token_ids.size(), 1U);
   EXPECT_EQ(p->stopping.max_tokens, 15);
 }
 

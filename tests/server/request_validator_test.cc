@@ -38,7 +38,7 @@ TEST(RequestValidatorTest, AcceptsMinimalAndFullRequests) {
   s->set_top_p(1);
   s->set_top_k(0);
   s->set_min_p(1);
-  s->set_repetition_penalty(0.01f);
+  s->set_repetition_penalty(0.01F);
   s->set_presence_penalty(-2);
   s->set_frequency_penalty(2);
   s->set_seed(7);
@@ -48,7 +48,9 @@ TEST(RequestValidatorTest, AcceptsMinimalAndFullRequests) {
   auto* st = r.mutable_stopping();
   st->set_max_tokens(1);
   st->set_min_tokens(1);
-  for (int i = 0; i < 16; ++i) st->add_stop(std::string(i == 0 ? 256 : 1, 'x'));
+  for (int i = 0; i < 16; ++i) {
+    st->add_stop(std::string(i == 0 ? 256 : 1, 'x'));
+  }
   st->add_stop_token_ids(299);
   r.set_logprobs(20);
   r.set_truncate(v1::TRUNCATION_RIGHT);
@@ -91,19 +93,19 @@ TEST(RequestValidatorTest, RejectsSamplingOutOfRange) {
   const Case cases[] = {
       {[](v1::SamplingParams& s) { s.set_temperature(250); },
        "sampling.temperature must be in [0, 100]; got 250"},
-      {[](v1::SamplingParams& s) { s.set_temperature(-0.5f); },
+      {[](v1::SamplingParams& s) { s.set_temperature(-0.5F); },
        "sampling.temperature must be in [0, 100]; got -0.5"},
       {[](v1::SamplingParams& s) { s.set_temperature(std::nanf("")); },
        "sampling.temperature must be in [0, 100]"},
       {[](v1::SamplingParams& s) { s.set_top_p(0); }, "sampling.top_p must be in (0, 1]; got 0"},
-      {[](v1::SamplingParams& s) { s.set_top_p(1.5f); },
+      {[](v1::SamplingParams& s) { s.set_top_p(1.5F); },
        "sampling.top_p must be in (0, 1]; got 1.5"},
       {[](v1::SamplingParams& s) { s.set_top_k(-1); }, "sampling.top_k must be >= 0"},
-      {[](v1::SamplingParams& s) { s.set_min_p(-0.1f); }, "sampling.min_p must be in [0, 1]"},
-      {[](v1::SamplingParams& s) { s.set_min_p(1.1f); }, "sampling.min_p must be in [0, 1]"},
+      {[](v1::SamplingParams& s) { s.set_min_p(-0.1F); }, "sampling.min_p must be in [0, 1]"},
+      {[](v1::SamplingParams& s) { s.set_min_p(1.1F); }, "sampling.min_p must be in [0, 1]"},
       {[](v1::SamplingParams& s) { s.set_repetition_penalty(0); },
        "sampling.repetition_penalty must be > 0; got 0"},
-      {[](v1::SamplingParams& s) { s.set_presence_penalty(2.5f); },
+      {[](v1::SamplingParams& s) { s.set_presence_penalty(2.5F); },
        "sampling.presence_penalty must be in [-2, 2]; got 2.5"},
       {[](v1::SamplingParams& s) { s.set_frequency_penalty(-3); },
        "sampling.frequency_penalty must be in [-2, 2]; got -3"},

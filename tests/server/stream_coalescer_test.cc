@@ -18,7 +18,9 @@ RequestOutput Step(uint32_t index, int32_t token, std::string text,
   d.token_ids = {token};
   d.text = std::move(text);
   d.finish_reason = reason;
-  if (reason == FinishReason::kStop) d.stop_reason = "257";
+  if (reason == FinishReason::kStop) {
+    d.stop_reason = "257";
+  }
   return out;
 }
 
@@ -57,8 +59,8 @@ TEST(StreamCoalescerTest, DeltasPilingUpDuringAWriteMergeIntoOneMessage) {
   EXPECT_EQ(next->text(), "bcd");
   EXPECT_EQ(next->finish_reason(), v1::FINISH_REASON_STOP);
   EXPECT_EQ(next->stop_reason(), "257");
-  EXPECT_EQ(next->usage().prompt_tokens(), 5u);
-  EXPECT_EQ(next->usage().completion_tokens(), 4u);
+  EXPECT_EQ(next->usage().prompt_tokens(), 5U);
+  EXPECT_EQ(next->usage().completion_tokens(), 4U);
   EXPECT_FALSE(c.TakeNext().has_value());
 }
 
@@ -73,9 +75,9 @@ TEST(StreamCoalescerTest, SamplesStaySeparate) {
   auto m0 = c.TakeNext();
   auto m1 = c.TakeNext();
   ASSERT_TRUE(m0.has_value() && m1.has_value());
-  EXPECT_EQ(m0->index(), 0u);
+  EXPECT_EQ(m0->index(), 0U);
   EXPECT_EQ(m0->text(), "ab");
-  EXPECT_EQ(m1->index(), 1u);
+  EXPECT_EQ(m1->index(), 1U);
   EXPECT_EQ(m1->text(), "xy");
   EXPECT_EQ(m1->finish_reason(), v1::FINISH_REASON_LENGTH);
 }
@@ -91,7 +93,7 @@ TEST(StreamCoalescerTest, FinalOutputWithoutSamplesStillCarriesUsage) {
   auto m = c.TakeNext();
   ASSERT_TRUE(m.has_value());
   EXPECT_TRUE(m->token_ids().empty());
-  EXPECT_EQ(m->usage().completion_tokens(), 1u);
+  EXPECT_EQ(m->usage().completion_tokens(), 1U);
 }
 
 TEST(StreamCoalescerTest, ErrorEndsTheStreamAndLaterOutputsAreIgnored) {

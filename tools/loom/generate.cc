@@ -37,7 +37,9 @@ v1::GenerateRequest MakeRequest(const GenerateOptions& options) {
   if (options.temperature.has_value()) {
     request.mutable_sampling()->set_temperature(*options.temperature);
   }
-  if (options.seed.has_value()) request.mutable_sampling()->set_seed(*options.seed);
+  if (options.seed.has_value()) {
+    request.mutable_sampling()->set_seed(*options.seed);
+  }
   return request;
 }
 
@@ -59,7 +61,9 @@ int Generate(const std::shared_ptr<grpc::Channel>& channel, const GenerateOption
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       finish = message.finish_reason();
     }
-    if (message.has_usage()) usage = message.usage();
+    if (message.has_usage()) {
+      usage = message.usage();
+    }
   }
   out << "\n" << std::flush;
   const grpc::Status status = reader->Finish();

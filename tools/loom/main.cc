@@ -44,7 +44,9 @@ int Usage() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2) return Usage();
+  if (args.size() < 2) {
+    return Usage();
+  }
   const std::string command = args[1];
   auto channel =
       grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
@@ -55,9 +57,13 @@ int main(int argc, char** argv) {
                              timeout == absl::InfiniteDuration() ? absl::Seconds(5) : timeout,
                              std::cout, std::cerr);
   }
-  if (command == "bench") return loom::bench::BenchFromFlags(channel, std::cout, std::cerr);
+  if (command == "bench") {
+    return loom::bench::BenchFromFlags(channel, std::cout, std::cerr);
+  }
   if (command == "generate") {
-    if (args.size() < 3) return Usage();
+    if (args.size() < 3) {
+      return Usage();
+    }
     loom::cli::GenerateOptions options;
     options.prompt = absl::StrJoin(args.begin() + 2, args.end(), " ");
     options.chat = absl::GetFlag(FLAGS_chat);
