@@ -25,6 +25,17 @@ std::optional<double> Number(const json& j, const char* key) {
   return it->get<double>();
 }
 
+// Present values of the wrong type (null included) count as absent.
+bool Bool(const json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+std::string String(const json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::vector<int32_t> IdList(const json& j) {
   std::vector<int32_t> ids;
   if (j.is_number_integer()) ids.push_back(j.get<int32_t>());
@@ -65,7 +76,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
       it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
     c.architecture = (*it)[0].get<std::string>();
   }
-  std::string model_type = j.value("model_type", std::string());
+  std::string model_type = String(j, "model_type", "");
   if (c.architecture.empty()) {
     if (model_type == "llama") c.architecture = "LlamaForCausalLM";
     if (model_type == "mistral") c.architecture = "MistralForCausalLM";
@@ -76,7 +87,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
     return absl::UnimplementedError(absl::StrCat("unsupported architecture '", c.architecture,
                                                  "' (Llama, Mistral and Qwen2 are)"));
   }
-  c.name = j.value("_name_or_path", std::string());
+  c.name = String(j, "_name_or_path", "");
   auto int_field = [&](const char* key, int32_t fallback) {
     std::optional<double> v = Number(j, key);
     return v ? static_cast<int32_t>(*v) : fallback;
@@ -91,7 +102,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   c.rms_norm_eps = static_cast<float>(Number(j, "rms_norm_eps").value_or(1e-6));
   c.rope_theta = static_cast<float>(Number(j, "rope_theta").value_or(10000.0));
   c.max_position_embeddings = int_field("max_position_embeddings", 2048);
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  c.tie_word_embeddings = Bool(j, "tie_word_embeddings", false);
   c.attention_bias = c.architecture == "Qwen2ForCausalLM" ||
                      (j.contains("attention_bias") && j["attention_bias"].is_boolean() &&
                       j["attention_bias"].get<bool>());
@@ -110,7 +121,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   }
   if (rope != nullptr) {
     const json& rs = *rope;
-    std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+    std::string type = String(rs, "rope_type", String(rs, "type", "default"));
     if (type == "linear") {
       c.rope_scaling = RopeScalingType::kLinear;
     } else if (type == "llama3") {
@@ -127,7 +138,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   // Attention is always full: a sliding window (Mistral v0.1) is honoured by
   // never running past it.
   if (std::optional<double> window = Number(j, "sliding_window");
-      window && *window > 0 && j.value("use_sliding_window", true) &&
+      window && *window > 0 && Bool(j, "use_sliding_window", true) &&
       *window < c.max_position_embeddings) {
     c.max_position_embeddings = static_cast<int32_t>(*window);
   }

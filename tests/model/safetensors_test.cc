@@ -109,6 +109,15 @@ TEST(ConfigTest, SlidingWindowCapsPositionsAndBadConfigsFail) {
   EXPECT_EQ(c->head_dim, 4);
   EXPECT_EQ(ConfigFromJsonString(R"({"architectures": ["GPT2LMHeadModel"]})").status().code(),
             absl::StatusCode::kUnimplemented);
+  // Nulls where Hugging Face allows them read as absent.
+  auto nulls = ConfigFromJsonString(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 10,
+      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "head_dim": null, "rope_scaling": null, "eos_token_id": null,
+      "tie_word_embeddings": null, "model_type": null, "rope_theta": null})");
+  ASSERT_TRUE(nulls.ok()) << nulls.status();
+  EXPECT_EQ(nulls->head_dim, 4);
+  EXPECT_EQ(nulls->num_kv_heads, 2);
+  EXPECT_FLOAT_EQ(nulls->rope_theta, 10000.0f);
   EXPECT_FALSE(ConfigFromJsonString("{").ok());
   EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": 5})").ok());
   EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": "llama", "vocab_size": "x"})").ok());
