@@ -43,6 +43,22 @@ inline float Dot(const float* a, const float* b, int32_t n) {
   return sum;
 }
 
+// Calls fn(i, offset) for positions begin + i in [begin, end) of (seq, kv_head),
+// offset being the element offset of its K (and V) row: one block-table lookup
+// per block instead of a division per position.
+template <typename Fn>
+inline void ForEachPosition(const PagedKv<float>& kv, int32_t seq, int32_t kv_head, int32_t begin,
+                            int32_t end, Fn fn) {
+  const int32_t* table = kv.block_tables + static_cast<size_t>(seq) * kv.max_blocks_per_seq;
+  int32_t slot = begin % kv.block_size;
+  for (int32_t b = begin / kv.block_size, pos = begin; pos < end; ++b, slot = 0) {
+    const size_t base = kv.Offset(table[b], kv_head, 0);
+    for (; slot < kv.block_size && pos < end; ++slot, ++pos) {
+      fn(pos - begin, base + static_cast<size_t>(slot) * kv.head_dim);
+    }
+  }
+}
+
 struct Item {
   int32_t seq;
   int32_t token;
@@ -62,10 +78,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AttendItem(
   const int32_t len = it.end - it.begin;
   const float* q = p.q + static_cast<int64_t>(it.token) * p.q_stride +
                    static_cast<int64_t>(it.kv_head) * group * d;
-  for (int32_t i = 0; i < len; ++i) {
-    const float* k = kv.k_cache + kv.PositionOffset(it.seq, it.kv_head, it.begin + i);
+  ForEachPosition(kv, it.seq, it.kv_head, it.begin, it.end, [&](int32_t i, size_t offset) {
+    const float* k = kv.k_cache + offset;
     for (int32_t g = 0; g < group; ++g) scores[g * len + i] = Dot(q + g * d, k, d) * p.scale;
-  }
+  });
   for (int32_t g = 0; g < group; ++g) {
     float* s = scores + g * len;
     float m = -std::numeric_limits<float>::infinity();
@@ -79,14 +95,14 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AttendItem(
     sum_out[g] = sum;
   }
   std::fill(acc, acc + group * d, 0.0f);
-  for (int32_t i = 0; i < len; ++i) {
-    const float* v = kv.v_cache + kv.PositionOffset(it.seq, it.kv_head, it.begin + i);
+  ForEachPosition(kv, it.seq, it.kv_head, it.begin, it.end, [&](int32_t i, size_t offset) {
+    const float* v = kv.v_cache + offset;
     for (int32_t g = 0; g < group; ++g) {
       const float w = scores[g * len + i];
       float* a = acc + g * d;
       for (int32_t j = 0; j < d; ++j) a[j] += w * v[j];
     }
-  }
+  });
 }
 
 }  // namespace
