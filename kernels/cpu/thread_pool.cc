@@ -7,11 +7,12 @@
 namespace loom::kernels::cpu {
 namespace {
 
-// Polling before a worker goes to sleep: longer than the gap between two
-// kernels of a step, far shorter than between steps. Past kPauseIterations the
-// loops yield instead, so that on an oversubscribed machine a spinning thread
-// hands its core to the thread it is waiting for.
-constexpr int kSpinIterations = 20000;
+// About a millisecond of polling before a worker goes to sleep: longer than the
+// gap between two kernels of a step (and usually between steps), short enough
+// that an idle engine costs no CPU. Past kPauseIterations the loops yield, so
+// that on an oversubscribed machine a spinning thread hands its core to the
+// thread it is waiting for.
+constexpr int kSpinIterations = 4000;
 constexpr int kPauseIterations = 2000;
 
 inline void Backoff(int iteration) {
