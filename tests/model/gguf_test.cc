@@ -249,6 +249,23 @@ TEST(GgufTest, QkRowsAreUnpermutedToHuggingFaceOrder) {
   }
 }
 
+TEST(WeightsTest, HalfAndBFloat16Conversions) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);         // rounds to infinity
+  EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);         // smallest subnormal
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3C00);  // tie to even
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7C00) == 0x7C00 && (h & 0x03FF) != 0) continue;  // NaN payloads
+    EXPECT_EQ(FloatToHalf(HalfToFloat(static_cast<uint16_t>(h))), h) << h;
+  }
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3F80);
+  EXPECT_EQ(BFloat16ToFloat(0xC040), -3.0f);
+  EXPECT_EQ(FloatToBFloat16(1.0f + 0x1p-8f), 0x3F80);  // tie to even
+}
+
 TEST(GgufTest, RowMappingMatchesLlamaCppPermutation) {
   // llama.cpp: w.reshape(n_head, 2, hd/2, in).swapaxes(1, 2): GGUF row
   // (h, j, s) holds HF row (h, s, j).
