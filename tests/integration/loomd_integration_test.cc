@@ -229,7 +229,7 @@ TEST(LoomdDrainTest, SigtermDrainsAndExitsZero) {
   ASSERT_TRUE(watch->Read(&health_status));
   EXPECT_EQ(health_status.status(), HealthCheckResponse::SERVING);
 
-  constexpr uint32_t kTokens = 48;
+  constexpr uint32_t kTokens = 24;
   grpc::ClientContext context;
   SetDeadline(context);
   auto in_flight = stub->GenerateStream(&context, Greedy("The history of Rome", kTokens));
