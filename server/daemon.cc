@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/engine.h"
@@ -125,6 +126,8 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
     LogLine(absl::StrCat("engine start-up failed: ", st.ToString()));
     return 1;
   }
+  // Every way out stops the engine thread while the observer it calls lives.
+  const absl::Cleanup stop_engine = [&engine] { engine.Shutdown(); };
   LoadedModelFrontend frontend(*model, DescribeModel(*model, geometry, engine.max_model_len(),
                                                      served_name, config.enable_prefix_caching));
 

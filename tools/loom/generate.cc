@@ -1,5 +1,6 @@
 #include <chrono>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "grpcpp/client_context.h"
@@ -68,7 +69,8 @@ int Generate(const std::shared_ptr<grpc::Channel>& channel, const GenerateOption
   out << "\n" << std::flush;
   const grpc::Status status = reader->Finish();
   if (!status.ok()) {
-    err << "error: " << status.error_code() << " " << status.error_message() << "\n";
+    err << "error: " << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()))
+        << ": " << status.error_message() << "\n";
     return 1;
   }
   err << absl::StrFormat("[%s: %d prompt + %d generated tokens, ttft %.3fs, total %.3fs]\n",

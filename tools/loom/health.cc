@@ -1,3 +1,4 @@
+#include "absl/status/status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "tools/loom/commands.h"
@@ -14,7 +15,8 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::string& ser
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status status = stub->Check(&context, request, &response);
   if (!status.ok()) {
-    err << "error: " << status.error_code() << " " << status.error_message() << "\n";
+    err << "error: " << absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()))
+        << ": " << status.error_message() << "\n";
     return 1;
   }
   out << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
