@@ -1,5 +1,7 @@
 #include "cache/block_pool.h"
 
+#include <span>
+
 #include "cache/check.h"
 
 namespace loom {
@@ -7,7 +9,8 @@ namespace loom {
 BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
     : enable_caching_(enable_caching),
       blocks_(static_cast<size_t>(num_blocks)),
-      free_queue_(num_blocks) {
+      free_queue_(num_blocks),
+      index_(enable_caching ? num_blocks : 0) {
   LOOM_CACHE_CHECK(num_blocks >= 1);
   for (BlockId id = 1; id < num_blocks; ++id) {
     free_queue_.PushBack(id);
@@ -21,27 +24,63 @@ size_t BlockPool::Checked(BlockId id) const {
 
 void BlockPool::Allocate(int32_t n, std::vector<BlockId>* out) {
   LOOM_CACHE_CHECK(n >= 0 && n <= NumFreeBlocks());
+  if (n == 0) {
+    return;
+  }
+  // Three passes so that the cache misses of the n blocks overlap: take the
+  // ids, then load their Blocks, then their prefix index entries, and only
+  // then evict.
+  const size_t first = out->size();
   for (int32_t i = 0; i < n; ++i) {
     const BlockId id = free_queue_.PopFront();
-    Block& block = blocks_[Checked(id)];
+    __builtin_prefetch(&blocks_[Checked(id)], 1);
+    out->push_back(id);
+  }
+  const std::span<const BlockId> taken(out->data() + first, static_cast<size_t>(n));
+  if (n > 1) {
+    for (BlockId id : taken) {
+      const Block& block = blocks_[static_cast<size_t>(id)];
+      if (block.cached) {
+        index_.Prefetch(block.hash);
+      }
+    }
+  }
+  for (BlockId id : taken) {
+    Block& block = blocks_[static_cast<size_t>(id)];
     if (block.cached) {
-      index_.erase(block.hash);
+      index_.Erase(block.hash, id);
       block.cached = false;
       block.hash = BlockHash{};
       --num_cached_free_;
     }
     block.ref_cnt = 1;
-    ++num_used_;
-    out->push_back(id);
+  }
+  num_used_ += n;
+  PrefetchFront();
+}
+
+void BlockPool::PrefetchFront() const {
+  const BlockId front = free_queue_.Front();
+  if (front == FreeBlockQueue::kNoBlock) {
+    return;
+  }
+  const Block& block = blocks_[static_cast<size_t>(front)];
+  if (block.cached) {
+    index_.Prefetch(block.hash);
+  }
+  const BlockId next = free_queue_.Next(front);
+  if (next != FreeBlockQueue::kNoBlock) {
+    __builtin_prefetch(&blocks_[static_cast<size_t>(next)]);
+    free_queue_.PrefetchLink(next);
   }
 }
 
 std::optional<BlockId> BlockPool::Lookup(const BlockHash& hash) const {
-  const auto it = index_.find(hash);
-  if (it == index_.end()) {
+  const BlockId id = index_.Find(hash, HashOf());
+  if (id == PrefixIndex::kNoBlock) {
     return std::nullopt;
   }
-  return it->second;
+  return id;
 }
 
 void BlockPool::Touch(BlockId id) {
@@ -81,7 +120,7 @@ void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
     LOOM_CACHE_CHECK(block.hash == hash);
     return;
   }
-  if (!index_.try_emplace(hash, id).second) {
+  if (!index_.Insert(hash, id, HashOf())) {
     return;
   }
   block.cached = true;
@@ -97,7 +136,7 @@ std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
 }
 
 void BlockPool::ResetPrefixCache() {
-  index_.clear();
+  index_.Clear();
   for (Block& block : blocks_) {
     block.cached = false;
     block.hash = BlockHash{};
@@ -127,13 +166,12 @@ void BlockPool::CheckInvariants() const {
     if (block.ref_cnt == 0) {
       ++cached_free;
     }
-    const auto it = index_.find(block.hash);
-    LOOM_CACHE_CHECK(it != index_.end() && it->second == id);
+    LOOM_CACHE_CHECK(index_.Find(block.hash, HashOf()) == id);
   }
   LOOM_CACHE_CHECK(used == num_used_);
   LOOM_CACHE_CHECK(used + NumFreeBlocks() == num_blocks() - 1);
   LOOM_CACHE_CHECK(cached_free == num_cached_free_);
-  LOOM_CACHE_CHECK(static_cast<int32_t>(index_.size()) == cached);
+  LOOM_CACHE_CHECK(index_.size() == cached);
   LOOM_CACHE_CHECK(enable_caching_ || index_.empty());
 }
 

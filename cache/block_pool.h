@@ -8,10 +8,10 @@
 #include <optional>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "cache/block_hash.h"
 #include "cache/block_id.h"
 #include "cache/free_block_queue.h"
+#include "cache/prefix_index.h"
 
 namespace loom {
 
@@ -74,13 +74,25 @@ class BlockPool {
     BlockHash hash;  // meaningful only when cached
   };
 
+  // Starts loading what taking the next free blocks touches: the front's
+  // prefix index entry (its hash is read from the Block prefetched by the
+  // previous call) and the Block and link of the block after it. Allocations
+  // come from the cold end of the queue, so without this each one waits for
+  // several cache misses.
+  void PrefetchFront() const;
+
+  // The full hash of a block entered in the index, for its probes.
+  [[nodiscard]] auto HashOf() const {
+    return [this](BlockId id) -> const BlockHash& { return blocks_[static_cast<size_t>(id)].hash; };
+  }
+
   // Bounds-checks a usable (non-null) block id.
   [[nodiscard]] size_t Checked(BlockId id) const;
 
   const bool enable_caching_;
   std::vector<Block> blocks_;
   FreeBlockQueue free_queue_;
-  absl::flat_hash_map<BlockHash, BlockId> index_;
+  PrefixIndex index_;
   int32_t num_used_ = 0;
   int32_t num_cached_free_ = 0;
 };

@@ -54,7 +54,9 @@ std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
     const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
     const ComputedBlocks* new_computed) {
   LOOM_CACHE_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0);
-  const auto it = seqs_.find(req.seq_id);
+  // One lookup for a known sequence; a new one is inserted only once the
+  // allocation is known to succeed, so a failed call leaves no entry behind.
+  auto it = seqs_.find(req.seq_id);
   const size_t num_held = it == seqs_.end() ? 0 : it->second.block_table.size();
   LOOM_CACHE_CHECK(static_cast<int64_t>(num_computed_tokens) <=
                    static_cast<int64_t>(num_held) * block_size_);
@@ -91,7 +93,10 @@ std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
     return std::nullopt;
   }
 
-  Sequence& seq = seqs_[req.seq_id];
+  if (it == seqs_.end()) {
+    it = seqs_.try_emplace(req.seq_id).first;
+  }
+  Sequence& seq = it->second;
   for (size_t i = 0; i < hits.size(); ++i) {
     pool_.Touch(hits[i]);
     seq.block_table.push_back(hits[i]);
