@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 
 namespace loom::kernels::cpu {
@@ -69,9 +70,9 @@ struct Item {
 
 // Attends the query heads of one kv head over positions [begin, end). Writes
 // unnormalised sums to acc [group, head_dim] and each head's max and exp-sum.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void AttendItem(
-    const PagedAttentionParams<float>& p, const Item& it, float* scores, float* acc, float* max_out,
-    float* sum_out) {
+__attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionParams<float>& p,
+                                                          const Item& it, float* scores, float* acc,
+                                                          float* max_out, float* sum_out) {
   const PagedKv<float>& kv = p.kv;
   const int32_t d = kv.head_dim;
   const int32_t group = p.num_heads / kv.num_kv_heads;
@@ -103,6 +104,24 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AttendItem(
       for (int32_t j = 0; j < d; ++j) a[j] += w * v[j];
     }
   });
+}
+
+using AttendFn = void (*)(const PagedAttentionParams<float>&, const Item&, float*, float*, float*,
+                          float*);
+
+__attribute__((target("avx512f"))) void AttendItemAvx512(const PagedAttentionParams<float>& p,
+                                                         const Item& it, float* scores, float* acc,
+                                                         float* max_out, float* sum_out) {
+  AttendItemBody(p, it, scores, acc, max_out, sum_out);
+}
+__attribute__((target("avx2,fma"))) void AttendItemAvx2(const PagedAttentionParams<float>& p,
+                                                        const Item& it, float* scores, float* acc,
+                                                        float* max_out, float* sum_out) {
+  AttendItemBody(p, it, scores, acc, max_out, sum_out);
+}
+void AttendItemScalar(const PagedAttentionParams<float>& p, const Item& it, float* scores,
+                      float* acc, float* max_out, float* sum_out) {
+  AttendItemBody(p, it, scores, acc, max_out, sum_out);
 }
 
 }  // namespace
@@ -167,6 +186,9 @@ void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
     LOOM_CHECK_LE(num_parts(t), parts);
   }
 
+  const AttendFn attend = DetectedSimd() == SimdLevel::kAvx512 ? AttendItemAvx512
+                          : DetectedSimd() == SimdLevel::kAvx2 ? AttendItemAvx2
+                                                               : AttendItemScalar;
   const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts;
   pool.Run(num_items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
@@ -185,7 +207,7 @@ void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
       float* acc = scores + group * len;
       float* maxes = acc + group * d;
       float* sums = maxes + group;
-      AttendItem(p, it, scores, acc, maxes, sums);
+      attend(p, it, scores, acc, maxes, sums);
       for (int32_t g = 0; g < group; ++g) {
         const int32_t h = kvh * group + g;
         if (n_parts == 1) {

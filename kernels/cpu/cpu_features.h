@@ -10,6 +10,11 @@ enum class SimdLevel { kScalar, kAvx2, kAvx512 };
 // Detected once; LOOM_SIMD=scalar|avx2 in the environment caps it, to compare
 // paths in benchmarks. Kernels with several paths also take an explicit level.
 SimdLevel DetectedSimd();
+
+// Kernels with loops the compiler vectorises compile one copy per level with
+// __attribute__((target(...))) wrappers around an always-inline body and pick
+// one with DetectedSimd(). Not target_clones: its ifunc resolvers run before
+// sanitizer runtimes initialise and crash TSan builds.
 const char* SimdName(SimdLevel level);
 
 }  // namespace loom::kernels::cpu

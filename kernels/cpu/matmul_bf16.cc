@@ -132,13 +132,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void TileAvx512(const Tile&
     for (int j = 0; j < NR; ++j) Store(t, i, j, sums[4 * i + j]);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void WidenRows(const uint16_t* w,
-                                                                            int64_t count,
-                                                                            float* out) {
+__attribute__((always_inline)) inline void WidenBody(const uint16_t* w, int64_t count, float* out) {
   for (int64_t i = 0; i < count; ++i) {
     out[i] = std::bit_cast<float>(static_cast<uint32_t>(w[i]) << 16);
   }
 }
+__attribute__((target("avx512f"))) void WidenAvx512(const uint16_t* w, int64_t count, float* out) {
+  WidenBody(w, count, out);
+}
+__attribute__((target("avx2"))) void WidenAvx2(const uint16_t* w, int64_t count, float* out) {
+  WidenBody(w, count, out);
+}
+void WidenScalar(const uint16_t* w, int64_t count, float* out) { WidenBody(w, count, out); }
 
 using TileFn = void (*)(const Tile&);
 
@@ -204,10 +209,13 @@ void MatmulBf16(const MatmulBf16Params& p, ParallelFor& pool, SimdLevel level) {
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
   if (p.m >= kWidenMinRows) {
+    auto* widen = level == SimdLevel::kAvx512 ? WidenAvx512
+                  : level == SimdLevel::kAvx2 ? WidenAvx2
+                                              : WidenScalar;
     pool.Run(p.n, kRowsPerTask, [&](int64_t n_begin, int64_t n_end) {
       thread_local std::vector<float> w_f32;
       w_f32.resize(static_cast<size_t>(n_end - n_begin) * p.k);
-      WidenRows(p.w + n_begin * p.k, (n_end - n_begin) * p.k, w_f32.data());
+      widen(p.w + n_begin * p.k, (n_end - n_begin) * p.k, w_f32.data());
       MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + n_begin : nullptr, p.y + n_begin, p.m,
                     static_cast<int32_t>(n_end - n_begin), p.k, p.ldx, p.ldy},
                    level);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 
 namespace loom::kernels::cpu {
@@ -9,8 +10,9 @@ namespace {
 
 // Sixteen independent partial sums: the compiler vectorises them without
 // reassociating a single running sum.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void NormRow(
-    const float* x, float* residual, const float* weight, float* out, int32_t hidden, float eps) {
+__attribute__((always_inline)) inline void NormRowBody(const float* x, float* residual,
+                                                       const float* weight, float* out,
+                                                       int32_t hidden, float eps) {
   if (x != nullptr) {
     for (int32_t i = 0; i < hidden; ++i) residual[i] += x[i];
   }
@@ -24,6 +26,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void NormRow(
   for (float s : partial) sum += s;
   const float inv = 1.0f / std::sqrt(sum / static_cast<float>(hidden) + eps);
   for (int32_t j = 0; j < hidden; ++j) out[j] = residual[j] * inv * weight[j];
+}
+
+__attribute__((target("avx512f"))) void NormRowAvx512(const float* x, float* residual,
+                                                      const float* weight, float* out,
+                                                      int32_t hidden, float eps) {
+  NormRowBody(x, residual, weight, out, hidden, eps);
+}
+__attribute__((target("avx2,fma"))) void NormRowAvx2(const float* x, float* residual,
+                                                     const float* weight, float* out,
+                                                     int32_t hidden, float eps) {
+  NormRowBody(x, residual, weight, out, hidden, eps);
+}
+void NormRowScalar(const float* x, float* residual, const float* weight, float* out, int32_t hidden,
+                   float eps) {
+  NormRowBody(x, residual, weight, out, hidden, eps);
 }
 
 }  // namespace
@@ -44,10 +61,13 @@ void RmsNormRef(const RmsNormParams<float>& p) {
 }
 
 void RmsNorm(const RmsNormParams<float>& p, ParallelFor& pool) {
+  auto* row = DetectedSimd() == SimdLevel::kAvx512 ? NormRowAvx512
+              : DetectedSimd() == SimdLevel::kAvx2 ? NormRowAvx2
+                                                   : NormRowScalar;
   pool.Run(p.num_tokens, 4, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      NormRow(p.x ? p.x + t * p.hidden : nullptr, p.residual + t * p.hidden, p.weight,
-              p.out + t * p.hidden, p.hidden, p.eps);
+      row(p.x ? p.x + t * p.hidden : nullptr, p.residual + t * p.hidden, p.weight,
+          p.out + t * p.hidden, p.hidden, p.eps);
     }
   });
 }
