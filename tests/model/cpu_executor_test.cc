@@ -227,6 +227,15 @@ TEST(ExecutorFactoryTest, CpuAndUnknownDevices) {
   absl::StatusOr<std::unique_ptr<Executor>> e = CreateExecutor(*model, options);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ((*e)->Geometry().device, "cpu");
+#if !defined(LOOM_HAVE_CUDA)
+  options.device = "auto";
+  absl::StatusOr<std::unique_ptr<Executor>> automatic = CreateExecutor(*model, options);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ((*automatic)->Geometry().device, "cpu");
+  EXPECT_EQ((*automatic)->Geometry().dtype, "bfloat16");
+  options.device = "cuda";
+  EXPECT_EQ(CreateExecutor(*model, options).status().code(), absl::StatusCode::kFailedPrecondition);
+#endif
   options.device = "tpu";
   EXPECT_EQ(CreateExecutor(*model, options).status().code(), absl::StatusCode::kInvalidArgument);
   options.device = "cpu";
