@@ -184,6 +184,11 @@ def tokenizer_json_seeds():
                           "use_regex": True},
         "post_processor": None, "decoder": {"type": "ByteLevel"},
         "model": {"type": "BPE", "vocab": vocab, "merges": GPT2_MERGES}}))
+    # A NUL ends the tokenizer.json; the rest is the text to encode.
+    write("tokenizer_json", "byte_level_with_text.json", json.dumps({
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True},
+        "model": {"type": "BPE", "vocab": vocab, "merges": GPT2_MERGES}}).encode() +
+        b"\0Hello   world!\n\t12345 \xc3\xa9\xe4\xb8\xad \xf0\x9f\xa6\x99 \xff\xfe<|im_end|>")
     write("tokenizer_json", "llama3_style.json", json.dumps({
         "added_tokens": [{"id": 17, "content": "<|begin_of_text|>", "special": True}],
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
