@@ -11,6 +11,7 @@
 #include "cache/block_hash.h"
 #include "cache/block_id.h"
 #include "cache/free_block_queue.h"
+#include "cache/huge_page_allocator.h"
 #include "cache/prefix_index.h"
 
 namespace loom {
@@ -90,7 +91,7 @@ class BlockPool {
   [[nodiscard]] size_t Checked(BlockId id) const;
 
   const bool enable_caching_;
-  std::vector<Block> blocks_;
+  std::vector<Block, HugePageAllocator<Block>> blocks_;
   FreeBlockQueue free_queue_;
   PrefixIndex index_;
   int32_t num_used_ = 0;

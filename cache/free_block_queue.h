@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/block_id.h"
+#include "cache/huge_page_allocator.h"
 
 namespace loom {
 
@@ -59,7 +60,7 @@ class FreeBlockQueue {
 
   // links_[sentinel_] closes the ring: its next is the front, its prev the back.
   BlockId sentinel_;
-  std::vector<Link> links_;
+  std::vector<Link, HugePageAllocator<Link>> links_;
   int32_t size_ = 0;
 };
 

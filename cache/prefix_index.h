@@ -12,6 +12,7 @@
 
 #include "cache/block_hash.h"
 #include "cache/block_id.h"
+#include "cache/huge_page_allocator.h"
 
 namespace loom {
 
@@ -77,7 +78,7 @@ class PrefixIndex {
   // The low bits pick the home slot; all 32 filter probes.
   static uint32_t Tag(const BlockHash& hash) { return static_cast<uint32_t>(hash.lo); }
 
-  std::vector<Slot> slots_;
+  std::vector<Slot, HugePageAllocator<Slot>> slots_;
   size_t mask_;
   int32_t size_ = 0;
 };
