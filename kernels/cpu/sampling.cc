@@ -1,6 +1,6 @@
 // The sampling recipe of kernels/sampling.h, one row per task. Only top_p needs
-// an order over the candidates; it sorts a growing prefix (partial sort) until
-// the kept mass is reached, so the common case never sorts the whole vocab.
+// an order over the candidates, and it finds its cut with a weighted
+// quickselect, so no step sorts the whole vocabulary.
 #include "kernels/sampling.h"
 
 #include <algorithm>
@@ -76,30 +76,45 @@ int32_t Draw(const SamplingRowParams& r, const float* logits, int32_t vocab) {
   double total = 0.0;
   for (int32_t id : cand) total += weight[id];
   if (r.top_p < 1.0f) {
-    const double target = r.top_p * total;
-    size_t prefix = std::min<size_t>(64, cand.size());
-    for (;;) {
-      std::partial_sort(cand.begin(), cand.begin() + prefix, cand.end(), better(weight.data()));
-      double run = 0.0;
-      size_t keep = 0;
-      while (keep < prefix && run < target) run += weight[cand[keep++]];
-      if (run >= target || prefix == cand.size()) {
-        cand.resize(std::max<size_t>(keep, 1));
-        break;
+    // Weighted quickselect: the shortest best-first prefix of cand whose weight
+    // reaches top_p * total, in expected linear time (no full sort).
+    double need = r.top_p * total;
+    auto lo = cand.begin();
+    auto hi = cand.end();
+    while (hi - lo > 64) {
+      const auto mid = lo + (hi - lo) / 2;
+      std::nth_element(lo, mid, hi, better(weight.data()));
+      double upper = 0.0;
+      for (auto it = lo; it != mid; ++it) upper += weight[*it];
+      if (upper >= need) {
+        hi = mid;
+      } else {
+        need -= upper;
+        lo = mid;
       }
-      prefix = std::min(cand.size(), prefix * 4);
     }
-    total = 0.0;
-    for (int32_t id : cand) total += weight[id];
+    std::sort(lo, hi, better(weight.data()));
+    double run = 0.0;
+    while (lo != hi && run < need) run += weight[*lo++];
+    cand.resize(std::max<size_t>(lo - cand.begin(), 1));
   }
-  std::sort(cand.begin(), cand.end());
+  // Walk the kept tokens in id order: drop the others' weight, then scan.
+  std::vector<float> kept(vocab, 0.0f);
+  total = 0.0;
+  for (int32_t id : cand) {
+    kept[id] = weight[id];
+    total += weight[id];
+  }
   const double u = static_cast<double>(PhiloxUniform(r.seed, r.step, 0)) * total;
   double run = 0.0;
-  for (int32_t id : cand) {
-    run += weight[id];
+  int32_t last = cand.front();
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (kept[id] == 0.0f) continue;
+    run += kept[id];
+    last = id;
     if (run > u) return id;
   }
-  return cand.back();
+  return last;
 }
 
 void SampleRow(const SamplingBatchParams& p, int32_t row) {
