@@ -52,6 +52,9 @@ class BlockPool {
   // duplicate cannot replace it and simply stays out of the index).
   void CacheFullBlock(BlockId id, const BlockHash& hash);
 
+  // Starts loading a block's record; a hint for callers about to touch it.
+  void PrefetchBlock(BlockId id) const { __builtin_prefetch(&blocks_[Checked(id)]); }
+
   [[nodiscard]] int32_t ref_cnt(BlockId id) const { return blocks_[Checked(id)].ref_cnt; }
   // The hash under which the block is in the prefix index, if it is.
   [[nodiscard]] std::optional<BlockHash> cached_hash(BlockId id) const;

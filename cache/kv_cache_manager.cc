@@ -144,6 +144,19 @@ void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t n
   seqs_[child_seq_id] = std::move(child);
 }
 
+void KvCacheManager::Prefetch(int64_t seq_id) const {
+  const auto it = seqs_.find(seq_id);
+  if (it == seqs_.end() || it->second.block_table.empty()) {
+    return;
+  }
+  const Sequence& seq = it->second;
+  __builtin_prefetch(&seq.block_table.back());
+  if (!seq.block_hashes.empty()) {
+    __builtin_prefetch(&seq.block_hashes.back());
+  }
+  pool_.PrefetchBlock(seq.block_table.back());
+}
+
 void KvCacheManager::Free(int64_t seq_id) {
   const auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) {

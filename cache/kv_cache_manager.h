@@ -103,6 +103,12 @@ class KvCacheManager {
   // must hold no blocks.
   void Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
 
+  // Starts loading what the next AllocateSlots for this sequence touches (its
+  // block table and hash chain tails and its last block's record), so that a
+  // caller walking thousands of sequences can overlap those cache misses.
+  // Only a hint: it changes nothing.
+  void Prefetch(int64_t seq_id) const;
+
   // Drops the sequence's references, tail block first, so that its tail is
   // evicted before its (more shareable) head. Unknown ids are a no-op.
   void Free(int64_t seq_id);

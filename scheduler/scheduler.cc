@@ -151,8 +151,18 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
 
   bool preempted = false;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    if (i + 2 * kPrefetchDistance < running_.size()) {
+      PrefetchSeq(running_[i + 2 * kPrefetchDistance]);
+    }
     if (i + kPrefetchDistance < running_.size()) {
-      PrefetchSeq(running_[i + kPrefetchDistance]);
+      // A decode that fills its last block or needs a new one calls the
+      // cache, whose records of the sequence are cold: start loading them.
+      const Sequence& ahead = *running_[i + kPrefetchDistance];
+      const int32_t end = ahead.num_computed_tokens + 1;
+      if (ahead.num_uncomputed_tokens() == 1 &&
+          (end % block_size_ == 0 || end > ahead.num_blocks_held() * block_size_)) {
+        cache_->Prefetch(ahead.seq_id);
+      }
     }
     Sequence& seq = *running_[i];
     const int32_t num_uncomputed = seq.num_uncomputed_tokens();
