@@ -64,6 +64,23 @@ const char* KindName(Kind kind) {
   return "?";
 }
 
+std::string CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::OK:
+      return "OK";
+    case grpc::CANCELLED:
+      return "CANCELLED";
+    case grpc::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    default:
+      return absl::StrCat("code ", code);
+  }
+}
+
 struct Planned {
   Kind kind;
   v1::GenerateRequest request;
@@ -230,11 +247,11 @@ Outcome RunCalls(v1::GenerationService::Stub& stub, Workload& workload, int firs
   for (size_t i = 0; i < calls.size(); ++i) {
     const StreamCall& call = *calls[i];
     const grpc::StatusCode code = call.status().error_code();
-    ++outcome.by_kind_and_status[absl::StrCat(KindName(kinds[i]), " ", code)];
+    ++outcome.by_kind_and_status[absl::StrCat(KindName(kinds[i]), " ", CodeName(code))];
     if (!Allowed(kinds[i]).contains(code)) {
       outcome.violations.push_back(absl::StrCat(call.request().request_id(), " (",
-                                                KindName(kinds[i]), ") ended with ", code, ": ",
-                                                call.status().error_message()));
+                                                KindName(kinds[i]), ") ended with ", CodeName(code),
+                                                ": ", call.status().error_message()));
       continue;
     }
     // A completed single-sample call reports what it streamed.
@@ -290,7 +307,7 @@ TEST(SoakTest, MixedRequestsEndAsExpectedAndLeaveNothingBehind) {
                                absl::ToDoubleSeconds(elapsed),
                                num_requests / absl::ToDoubleSeconds(elapsed));
   for (const auto& [key, count] : soak.by_kind_and_status) {
-    std::cout << absl::StrFormat("  %-28s %5d\n", key + " (status code)", count);
+    std::cout << absl::StrFormat("  %-34s %5d\n", key, count);
   }
   std::cout << absl::StrFormat(
       "after: running %.0f, waiting %.0f, used KV blocks %.0f; RSS %.1f MiB -> %.1f MiB "
@@ -304,7 +321,8 @@ TEST(SoakTest, MixedRequestsEndAsExpectedAndLeaveNothingBehind) {
   EXPECT_EQ(after->used_blocks, 0);
   EXPECT_LT(after->rss_bytes - before->rss_bytes, kRssGrowthBound);
   // The mix did what it is for: every kind of ending happened.
-  for (const char* key : {"normal 0", "normal 8", "cancelled 1", "short-deadline 4", "invalid 3"}) {
+  for (const char* key : {"normal OK", "normal RESOURCE_EXHAUSTED", "cancelled CANCELLED",
+                          "short-deadline DEADLINE_EXCEEDED", "invalid INVALID_ARGUMENT"}) {
     EXPECT_GT(soak.by_kind_and_status.count(key), 0u) << "no call ended as " << key;
   }
 }
