@@ -15,19 +15,19 @@ class GenerateStreamReactor::Sink final : public OutputSink {
   explicit Sink(GenerateStreamReactor* reactor) : reactor_(reactor) {}
 
   void Push(RequestOutput output) override {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ != nullptr) {
       reactor_->OnOutput(std::move(output));
     }
   }
 
   void Detach() {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     reactor_ = nullptr;
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   GenerateStreamReactor* reactor_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -45,7 +45,7 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
   }
   LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
   {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     finish_called_ = true;
   }
   FinishWith(handle.status());
@@ -54,7 +54,7 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
 void GenerateStreamReactor::OnOutput(RequestOutput output) {
   Action action;
   {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     coalescer_.Add(std::move(output));
     action = NextAction();
   }
@@ -64,7 +64,7 @@ void GenerateStreamReactor::OnOutput(RequestOutput output) {
 void GenerateStreamReactor::OnWriteDone(bool ok) {
   Action action;
   {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     write_in_flight_ = false;
     // A failed write means the client is gone; OnCancel aborts the request and
     // the call finishes once the engine confirms with its final output.
@@ -108,7 +108,7 @@ void GenerateStreamReactor::Perform(Action action) {
     case Action::kFinish: {
       absl::Status status;
       {
-        absl::MutexLock lock(&mu_);
+        const std::lock_guard<std::mutex> lock(mu_);
         status = finish_status_;
       }
       FinishWith(status);

@@ -6,10 +6,10 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
@@ -44,7 +44,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   const std::string request_id_;
   std::optional<GenerationBackend::Handle> handle_;  // set before any callback can run
 
-  absl::Mutex mu_;
+  std::mutex mu_;
   StreamCoalescer coalescer_ ABSL_GUARDED_BY(mu_);
   // The message being written; untouched from StartWrite until OnWriteDone.
   v1::GenerateStreamResponse in_flight_;

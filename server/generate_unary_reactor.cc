@@ -16,19 +16,19 @@ class GenerateUnaryReactor::Sink final : public OutputSink {
   explicit Sink(GenerateUnaryReactor* reactor) : reactor_(reactor) {}
 
   void Push(RequestOutput output) override {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     if (reactor_ != nullptr) {
       reactor_->OnOutput(std::move(output));
     }
   }
 
   void Detach() {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     reactor_ = nullptr;
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   GenerateUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -40,7 +40,7 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
       response_(response),
       sink_(std::make_shared<Sink>(this)) {
   {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     response_->set_request_id(request_id_);
     for (int32_t i = 0; i < params.n; ++i) {
       response_->add_completions()->set_index(i);
@@ -53,7 +53,7 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
   }
   LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
   {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
   }
   FinishWith(handle.status());
@@ -62,7 +62,7 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
 void GenerateUnaryReactor::OnOutput(RequestOutput output) {
   absl::Status status;
   {
-    absl::MutexLock lock(&mu_);
+    const std::lock_guard<std::mutex> lock(mu_);
     if (finished_) {
       return;
     }

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
@@ -35,7 +35,7 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
   const RpcRecorder& recorder_;
   const std::string request_id_;
   std::optional<GenerationBackend::Handle> handle_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   v1::GenerateResponse* response_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<Sink> sink_;

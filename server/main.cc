@@ -37,7 +37,9 @@ ABSL_FLAG(std::string, scheduling_policy, "fcfs", "fcfs or priority.");
 ABSL_FLAG(std::string, admission, "optimistic",
           "optimistic (admit while blocks exist, preempt when full) or reserve (admit only "
           "when prompt + max_tokens fit, never preempt).");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+// A string, parsed with absl::ParseDuration: reading a Duration-typed flag takes
+// a sequence lock whose fences GCC rejects under -fsanitize=thread.
+ABSL_FLAG(std::string, drain_timeout, "30s",
           "On SIGTERM/SIGINT: how long requests in flight may run before they are aborted.");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: all cores).");
 ABSL_FLAG(std::string, served_model_name, "",
@@ -72,7 +74,13 @@ int main(int argc, char** argv) {
   config.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   config.scheduling_policy = absl::GetFlag(FLAGS_scheduling_policy);
   config.admission = absl::GetFlag(FLAGS_admission);
-  config.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_drain_timeout), &config.drain_timeout)) {
+    loom::LogLine(
+        absl::StrCat("invalid flags: --drain_timeout must be a duration such as 30s; "
+                     "got \"",
+                     absl::GetFlag(FLAGS_drain_timeout), "\""));
+    return 2;
+  }
   config.threads = absl::GetFlag(FLAGS_threads);
   config.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   if (absl::Status st = loom::ValidateServerConfig(config); !st.ok()) {

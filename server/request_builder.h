@@ -4,13 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
@@ -40,7 +40,7 @@ class RequestBuilder {
   uint64_t NewSeed();
 
   const ModelFrontend& model_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 };
 

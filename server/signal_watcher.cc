@@ -28,7 +28,7 @@ SignalWatcher::SignalWatcher() : thread_([this] { Run(); }) {}
 
 SignalWatcher::~SignalWatcher() {
   // The thread exits after taking one signal; wake it when none has come.
-  if (!received_.HasBeenNotified()) {
+  if (signal() == 0) {
     pthread_kill(thread_.native_handle(), kWakeSignal);
   }
   thread_.join();
@@ -40,8 +40,22 @@ void SignalWatcher::Run() {
   if (sigwait(&set, &signal) != 0 || signal == kWakeSignal) {
     return;
   }
-  signal_ = signal;
-  received_.Notify();
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    signal_ = signal;
+  }
+  received_.notify_all();
+}
+
+bool SignalWatcher::WaitForSignal(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return received_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                            [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return signal_ != 0; });
+}
+
+int SignalWatcher::signal() {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return signal_;
 }
 
 }  // namespace loom

@@ -3,10 +3,12 @@
 // takes them with sigwait() and notifies whoever waits.
 #pragma once
 
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 
 namespace loom {
@@ -25,17 +27,17 @@ class SignalWatcher {
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
   // True once SIGTERM or SIGINT has arrived; waits at most timeout for it.
-  bool WaitForSignal(absl::Duration timeout) {
-    return received_.WaitForNotificationWithTimeout(timeout);
-  }
-  // The signal that arrived; valid after WaitForSignal returned true.
-  int signal() const { return signal_; }
+  bool WaitForSignal(absl::Duration timeout);
+  // The signal that arrived; 0 while none has.
+  int signal();
 
  private:
   void Run();
 
-  absl::Notification received_;
-  int signal_ = 0;  // written before received_ is notified
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering.
+  std::mutex mu_;
+  std::condition_variable received_;
+  int signal_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -105,25 +105,26 @@ void LoomdProcess::ReadLog(int fd) {
     }
     // Echoed so that a failing test shows what the daemon said.
     std::fwrite(buf, 1, static_cast<size_t>(n), stderr);
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     log_.append(buf, static_cast<size_t>(n));
+    changed_.notify_all();
   }
   close(fd);
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   log_closed_ = true;
+  changed_.notify_all();
 }
 
 bool LoomdProcess::WaitForLog(const std::string& text, absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return log_closed_ || log_.find(text) != std::string::npos;
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  });
   return log_.find(text) != std::string::npos;
 }
 
 std::string LoomdProcess::log() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   return log_;
 }
 
@@ -133,9 +134,9 @@ absl::StatusOr<int> LoomdProcess::WaitForExit(absl::Duration timeout) {
   // The daemon closes its stderr when it exits, so the log reader's EOF is
   // the exit notification; waitpid then only collects the status.
   {
-    absl::MutexLock lock(&mu_);
-    auto closed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return log_closed_; };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&closed), timeout)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                           [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return log_closed_; })) {
       return absl::DeadlineExceededError("loomd did not exit in time");
     }
   }

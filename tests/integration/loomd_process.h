@@ -5,14 +5,15 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 
@@ -46,7 +47,9 @@ class LoomdProcess {
   bool exited_ = false;
   int exit_code_ = 0;
   std::thread reader_;
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering.
+  std::mutex mu_;
+  std::condition_variable changed_;
   std::string log_ ABSL_GUARDED_BY(mu_);
   bool log_closed_ ABSL_GUARDED_BY(mu_) = false;
 };

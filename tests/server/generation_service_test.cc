@@ -4,12 +4,15 @@
 // abort, and how draining and validation behave.
 #include "server/generation_service.h"
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -22,17 +25,18 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kWait = absl::Seconds(10);
+constexpr std::chrono::seconds kWait(10);
 
 class ScriptedBackend final : public GenerationBackend {
  public:
   absl::StatusOr<Handle> Submit(RequestParams params, std::shared_ptr<OutputSink> sink) override {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (!reject_.ok()) {
       return reject_;
     }
     submitted_.push_back(std::move(params));
     sinks_.push_back(std::move(sink));
+    changed_.notify_all();
     return sinks_.size() - 1;
   }
 
@@ -40,9 +44,10 @@ class ScriptedBackend final : public GenerationBackend {
   void Abort(Handle handle) override {
     std::shared_ptr<OutputSink> sink;
     {
-      absl::MutexLock lock(&mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       aborted_.push_back(handle);
       sink = sinks_[handle];
+      changed_.notify_all();
     }
     RequestOutput out;
     out.finished = true;
@@ -51,37 +56,38 @@ class ScriptedBackend final : public GenerationBackend {
   }
 
   void RejectWith(absl::Status status) {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     reject_ = std::move(status);
   }
 
   // Waits for the request with this handle to be submitted.
   std::shared_ptr<OutputSink> WaitForSink(Handle handle) {
-    absl::MutexLock lock(&mu_);
-    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return sinks_.size() > handle; };
-    EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&ready), kWait));
+    std::unique_lock<std::mutex> lock(mu_);
+    EXPECT_TRUE(changed_.wait_for(
+        lock, kWait, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sinks_.size() > handle; }));
     return sinks_.size() > handle ? sinks_[handle] : nullptr;
   }
 
   bool WaitForAbort(Handle handle) {
-    absl::MutexLock lock(&mu_);
-    auto aborted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, kWait, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return std::find(aborted_.begin(), aborted_.end(), handle) != aborted_.end();
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&aborted), kWait);
+    });
   }
 
   RequestParams params(Handle handle) {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     return submitted_.at(handle);
   }
   size_t num_submitted() {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     return submitted_.size();
   }
 
  private:
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering.
+  std::mutex mu_;
+  std::condition_variable changed_;
   absl::Status reject_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestParams> submitted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<OutputSink>> sinks_ ABSL_GUARDED_BY(mu_);
@@ -110,7 +116,7 @@ class GenerationServiceTest : public ::testing::Test {
   void SetUp() override {
     service_ = std::make_unique<GenerationService>(
         model_, backend_, [this](std::string_view method, absl::StatusCode code) {
-          absl::MutexLock lock(&mu_);
+          std::unique_lock<std::mutex> lock(mu_);
           recorded_.push_back(std::string(method) + ":" + absl::StatusCodeToString(code));
         });
     grpc::ServerBuilder builder;
@@ -129,7 +135,7 @@ class GenerationServiceTest : public ::testing::Test {
   }
 
   std::vector<std::string> recorded() {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     return recorded_;
   }
 
@@ -138,7 +144,7 @@ class GenerationServiceTest : public ::testing::Test {
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::GenerationService::Stub> stub_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::vector<std::string> recorded_ ABSL_GUARDED_BY(mu_);
 };
 
