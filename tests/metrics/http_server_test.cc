@@ -48,7 +48,7 @@ HttpResponse Request(int port, const std::string& method, const std::string& pat
   return response;
 }
 
-// One server for the suite: civetweb takes up to two seconds to stop.
+// One server for the suite.
 class HttpServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
