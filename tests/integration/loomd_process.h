@@ -46,12 +46,13 @@ class LoomdProcess {
   int port_ = 0;
   bool exited_ = false;
   int exit_code_ = 0;
-  std::thread reader_;
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering.
   std::mutex mu_;
   std::condition_variable changed_;
   std::string log_ ABSL_GUARDED_BY(mu_);
   bool log_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Last: it starts in the constructor and uses every member above.
+  std::thread reader_;
 };
 
 }  // namespace loom::testing
