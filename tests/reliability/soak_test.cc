@@ -33,7 +33,7 @@ using bench::StreamCall;
 // Sized for the 2-core CI machine with the bundled 135M model (about a
 // minute and a half in a release build): short prompts, 1-6 tokens each.
 constexpr int kWarmupRequests = 100;
-constexpr int kSoakRequests = 1000;
+constexpr int kSoakRequests = 2000;
 constexpr int kMaxNumSeqs = 8;
 constexpr int kMaxQueued = 32;
 // Calls in flight: well within what the server admits (aborted calls linger
