@@ -23,9 +23,9 @@ struct SampleDelta {
   uint32_t index = 0;
   std::vector<int32_t> token_ids;
   std::string text;  // never splits a UTF-8 character; held back while it may start a stop string
-  std::vector<TokenLogprobs> logprobs;  // one per token when requested
+  std::vector<TokenLogprobs> logprobs;               // one per token when requested
   FinishReason finish_reason = FinishReason::kNone;  // set on this sample's last delta
-  std::string stop_reason;  // the stop string or token id that ended it
+  std::string stop_reason;                           // the stop string or token id that ended it
 };
 
 struct Usage {
