@@ -195,19 +195,36 @@ absl::StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Valu
   }
   const bool ints = a.is_int() && b.is_int();
   const double x = a.as_number(), y = b.as_number();
-  if (op == "+") return ints ? Value(a.as_int() + b.as_int()) : Value(x + y);
-  if (op == "-") return ints ? Value(a.as_int() - b.as_int()) : Value(x - y);
-  if (op == "*") return ints ? Value(a.as_int() * b.as_int()) : Value(x * y);
-  if (op == "**")
-    return ints && b.as_int() >= 0 ? Value(static_cast<int64_t>(std::pow(x, y)))
-                                   : Value(std::pow(x, y));
+  // Templates are untrusted input: integer results that do not fit in 64 bits
+  // are an error, never undefined behaviour.
+  if (ints && (op == "+" || op == "-" || op == "*")) {
+    int64_t r = 0;
+    const bool overflow = op == "+"   ? __builtin_add_overflow(a.as_int(), b.as_int(), &r)
+                          : op == "-" ? __builtin_sub_overflow(a.as_int(), b.as_int(), &r)
+                                      : __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
+    if (overflow) return TypeError(absl::StrCat("integer overflow in ", op));
+    return Value(r);
+  }
+  if (op == "+") return Value(x + y);
+  if (op == "-") return Value(x - y);
+  if (op == "*") return Value(x * y);
+  if (op == "**") {
+    const double p = std::pow(x, y);
+    if (!ints || b.as_int() < 0) return Value(p);
+    if (!(std::fabs(p) < 9.2e18)) return TypeError("integer overflow in **");
+    return Value(static_cast<int64_t>(p));
+  }
   if (y == 0) return TypeError("division by zero");
   if (op == "/") return Value(x / y);
   if (op == "//") {
-    return ints ? Value(static_cast<int64_t>(std::floor(x / y))) : Value(std::floor(x / y));
+    const double q = std::floor(x / y);
+    if (!ints) return Value(q);
+    if (!(std::fabs(q) < 9.2e18)) return TypeError("integer overflow in //");
+    return Value(static_cast<int64_t>(q));
   }
   if (op == "%") {
     if (ints) {
+      if (b.as_int() == -1) return Value(int64_t{0});  // INT64_MIN % -1 overflows
       int64_t r = a.as_int() % b.as_int();
       if (r != 0 && ((r < 0) != (b.as_int() < 0))) r += b.as_int();  // Python's sign rule
       return Value(r);
