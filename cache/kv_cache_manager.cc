@@ -50,7 +50,7 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
   return computed;
 }
 
-std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
+std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
     const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
     const ComputedBlocks* new_computed) {
   LOOM_CACHE_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0);
@@ -106,7 +106,7 @@ std::optional<std::vector<BlockId>> KvCacheManager::AllocateSlots(
   if (enable_prefix_caching_) {
     CacheFullBlocks(req, num_tokens, seq);
   }
-  return std::vector<BlockId>(seq.block_table.end() - num_new_blocks, seq.block_table.end());
+  return std::span<const BlockId>(seq.block_table).last(static_cast<size_t>(num_new_blocks));
 }
 
 void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq) {

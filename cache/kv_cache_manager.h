@@ -90,10 +90,11 @@ class KvCacheManager {
   // pass GetComputedBlocks' result as new_computed, from the same scheduling
   // step: its blocks are appended to the table with a reference each, and
   // their tokens count as computed. Returns the newly allocated blocks (hit
-  // blocks excluded), already appended to the block table, or std::nullopt
+  // blocks excluded), already appended to the block table, as a view of the
+  // table's tail that is valid until the next non-const call; or std::nullopt
   // when the pool has too few free blocks: then nothing changes and the caller
   // preempts a sequence and retries.
-  [[nodiscard]] std::optional<std::vector<BlockId>> AllocateSlots(
+  [[nodiscard]] std::optional<std::span<const BlockId>> AllocateSlots(
       const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
       const ComputedBlocks* new_computed = nullptr);
 
@@ -103,10 +104,12 @@ class KvCacheManager {
   // must hold no blocks.
   void Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
 
-  // Starts loading what the next AllocateSlots for this sequence touches (its
-  // block table and hash chain tails and its last block's record), so that a
-  // caller walking thousands of sequences can overlap those cache misses.
-  // Only a hint: it changes nothing.
+  // Hints for a caller walking thousands of sequences, so that it can overlap
+  // the cache misses of its next AllocateSlots calls; they change nothing.
+  // PrefetchRecord starts loading the sequence's record; Prefetch, issued
+  // once that has arrived, what the call touches through it (the block
+  // table and hash chain tails and the last block's record).
+  void PrefetchRecord(int64_t seq_id) const { seqs_.prefetch(seq_id); }
   void Prefetch(int64_t seq_id) const;
 
   // Drops the sequence's references, tail block first, so that its tail is

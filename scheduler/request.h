@@ -59,8 +59,10 @@ enum class SeqState {
 struct Request;
 
 // Fields read every step come first, copied from the request where that
-// spares a step from touching the request at all.
-struct Sequence {
+// spares a step from touching the request at all. Cache-line aligned: the
+// first line holds everything planning a step reads, the second the stopping
+// rules.
+struct alignas(64) Sequence {
   int64_t seq_id = 0;
   int32_t num_computed_tokens = 0;
   int32_t num_prompt_tokens = 0;

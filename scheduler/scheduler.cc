@@ -16,7 +16,16 @@ namespace {
 // would dominate the step.
 constexpr size_t kPrefetchDistance = 8;
 
-// The record's first two cache lines hold every field a step reads.
+// Whether scheduling one more token for this running decode calls the cache:
+// the token fills its last block or needs a new one.
+bool DecodeCallsCache(const Sequence& seq, int32_t block_size) {
+  const int32_t end = seq.num_computed_tokens + 1;
+  return seq.state == SeqState::kRunning && seq.num_uncomputed_tokens() == 1 &&
+         (end % block_size == 0 || end > seq.num_blocks_held() * block_size);
+}
+
+// The record's first two cache lines hold every field a step reads (its
+// first line every field that planning reads).
 void PrefetchSeq(const Sequence* seq) {
   __builtin_prefetch(seq);
   __builtin_prefetch(reinterpret_cast<const char*>(seq) + 64);
@@ -128,14 +137,17 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   LOOM_SCHEDULER_CHECK(!in_flight_) << "Schedule called again before Update";
   last_now_ = now;
   ExpireDeadlines(now);
-  CollectGarbage();
 
   StepPlan plan;
   plan.seqs.reserve(running_.size() + 8);
   scheduled_.clear();
   scheduled_.reserve(running_.size() + 8);
   int32_t budget = config_.max_num_batched_tokens;
-  if (ScheduleRunning(budget, plan)) {
+  const bool preempted = !ScheduleRunning(budget, plan);
+  // ScheduleRunning dropped the ended sequences from running_, the last
+  // pointers into retired requests.
+  retired_.clear();
+  if (!preempted) {
     AdmitWaiting(now, budget, plan);
   }
   in_flight_ = true;
@@ -144,27 +156,36 @@ StepPlan Scheduler::Schedule(absl::Time now) {
 
 bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
   // Decodes still to come in this pass; a prefill chunk leaves room for them.
-  int32_t decodes_left = 0;
-  for (const Sequence* seq : running_) {
-    decodes_left += seq->num_uncomputed_tokens() == 1 ? 1 : 0;
-  }
-
+  int32_t decodes_left = num_running_decodes_;
+  // One pass over running_ plans the step and drops the sequences that ended
+  // since the last one: running_[0, kept) holds the running ones visited.
+  size_t kept = 0;
+  size_t i = 0;
   bool preempted = false;
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  for (; i < running_.size() && budget > 0; ++i) {
+    // Records out of cache are loaded in three stages ahead of their turn:
+    // the sequence's, then for a decode that will call the cache the cache's
+    // record of it, then what that record points to.
+    if (i + 3 * kPrefetchDistance < running_.size()) {
+      __builtin_prefetch(running_[i + 3 * kPrefetchDistance]);  // its first line is enough here
+    }
     if (i + 2 * kPrefetchDistance < running_.size()) {
-      PrefetchSeq(running_[i + 2 * kPrefetchDistance]);
+      const Sequence& ahead = *running_[i + 2 * kPrefetchDistance];
+      if (DecodeCallsCache(ahead, block_size_)) {
+        cache_->PrefetchRecord(ahead.seq_id);
+      }
     }
     if (i + kPrefetchDistance < running_.size()) {
-      // A decode that fills its last block or needs a new one calls the
-      // cache, whose records of the sequence are cold: start loading them.
       const Sequence& ahead = *running_[i + kPrefetchDistance];
-      const int32_t end = ahead.num_computed_tokens + 1;
-      if (ahead.num_uncomputed_tokens() == 1 &&
-          (end % block_size_ == 0 || end > ahead.num_blocks_held() * block_size_)) {
+      if (DecodeCallsCache(ahead, block_size_)) {
         cache_->Prefetch(ahead.seq_id);
       }
     }
     Sequence& seq = *running_[i];
+    if (seq.state != SeqState::kRunning) {
+      continue;
+    }
+    running_[kept++] = &seq;
     const int32_t num_uncomputed = seq.num_uncomputed_tokens();
     LOOM_SCHEDULER_CHECK(num_uncomputed > 0);
     int32_t available = budget;
@@ -188,8 +209,9 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       continue;
     }
     const CacheRequest req = seq.cache_request();
+    bool preempted_self = false;
     for (;;) {
-      std::optional<std::vector<BlockId>> blocks =
+      std::optional<std::span<const BlockId>> blocks =
           cache_->AllocateSlots(req, seq.num_computed_tokens, num_new);
       if (blocks.has_value()) {
         seq.block_table.insert(seq.block_table.end(), blocks->begin(), blocks->end());
@@ -197,21 +219,37 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
         break;
       }
       // running_ is in key order and sequences after i are not planned yet,
-      // so the greatest key can go without unplanning anything.
+      // so the greatest key can go without unplanning anything. Ended
+      // sequences at the back are dropped on the way.
       Sequence* victim = running_.back();
       running_.pop_back();
+      if (victim->state != SeqState::kRunning) {
+        continue;
+      }
       preempted = true;
       if (victim != &seq && victim->num_uncomputed_tokens() == 1) {
         --decodes_left;
       }
       Preempt(*victim);
       if (victim == &seq) {
-        return false;
+        --kept;
+        preempted_self = true;
+        break;
       }
+    }
+    if (preempted_self) {
+      break;
     }
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
   }
+  // The sequences the budget did not reach keep their places.
+  for (; i < running_.size(); ++i) {
+    if (running_[i]->state == SeqState::kRunning) {
+      running_[kept++] = running_[i];
+    }
+  }
+  running_.resize(kept);
   return !preempted;
 }
 
@@ -233,7 +271,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     const CacheRequest req = seq.cache_request();
     ComputedBlocks hit = cache_->GetComputedBlocks(req);
     const int32_t num_new = ChunkSize(seq.num_tokens() - hit.num_computed_tokens, budget);
-    std::optional<std::vector<BlockId>> blocks = cache_->AllocateSlots(req, 0, num_new, &hit);
+    std::optional<std::span<const BlockId>> blocks = cache_->AllocateSlots(req, 0, num_new, &hit);
     if (!blocks.has_value()) {
       break;
     }
@@ -244,6 +282,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     seq.num_computed_tokens = hit.num_computed_tokens;
     seq.block_table = std::move(hit.blocks);
     seq.block_table.insert(seq.block_table.end(), blocks->begin(), blocks->end());
+    num_running_decodes_ += IsDecode(seq);
     UpdateReservation(seq);
     HoldPendingSlots(request);
     if (!request.started) {
@@ -282,64 +321,67 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   output.started = std::move(started_);
   started_.clear();
 
-  std::vector<Sequence*> forked;
+  // Executors normally return the sampled tokens in plan order: then a single
+  // pass over the scheduled sequences applies everything, each record
+  // visited once. Otherwise the tokens are matched by seq id afterwards.
   size_t num_samples = 0;
+  bool in_plan_order = true;
+  for (const ScheduledSeq& planned : plan.seqs) {
+    if (!planned.sample) {
+      continue;
+    }
+    in_plan_order = in_plan_order && num_samples < result.sampled.size() &&
+                    result.sampled[num_samples].seq_id == planned.seq_id;
+    ++num_samples;
+  }
+  LOOM_SCHEDULER_CHECK(result.sampled.size() == num_samples) << "one token per sampling sequence";
+  output.new_tokens.reserve(num_samples);
+
+  std::vector<Sequence*> forked;
+  size_t next_sampled = 0;
   for (size_t i = 0; i < scheduled_.size(); ++i) {
+    // With thousands of sequences their records and token lists are out of
+    // cache: load the records ahead, then (once those have arrived) the
+    // tails that sampled tokens are appended to.
+    if (i + 2 * kPrefetchDistance < scheduled_.size()) {
+      PrefetchSeq(scheduled_[i + 2 * kPrefetchDistance]);
+    }
+    if (i + kPrefetchDistance < scheduled_.size()) {
+      const std::vector<int32_t>& ahead = scheduled_[i + kPrefetchDistance]->token_ids;
+      __builtin_prefetch(ahead.data() + ahead.size(), 1);
+    }
     Sequence& seq = *scheduled_[i];
     const ScheduledSeq& planned = plan.seqs[i];
     LOOM_SCHEDULER_CHECK(seq.seq_id == planned.seq_id);
     const bool completes_prompt =
         seq.num_computed_tokens < seq.num_prompt_tokens &&
         seq.num_computed_tokens + planned.num_scheduled_tokens >= seq.num_prompt_tokens;
+    num_running_decodes_ -= IsDecode(seq);
     seq.num_computed_tokens += planned.num_scheduled_tokens;
-    num_samples += planned.sample ? 1 : 0;
-    // With thousands of sequences their token lists are out of cache: start
-    // fetching the tails that the sampled tokens are appended to below.
-    if (planned.sample) {
-      __builtin_prefetch(seq.token_ids.data() + seq.token_ids.size(), 1);
-    }
-    if (i + 8 < scheduled_.size()) {
-      __builtin_prefetch(scheduled_[i + 8]);
-    }
+    num_running_decodes_ += IsDecode(seq);
     if (completes_prompt && seq.index == 0 && seq.request->num_pending > 0) {
       ForkSiblings(*seq.request, forked);
     }
+    if (in_plan_order && planned.sample) {
+      ApplySampled(seq, result.sampled[next_sampled++], output);
+    }
   }
-  LOOM_SCHEDULER_CHECK(result.sampled.size() == num_samples) << "one token per sampling sequence";
-
-  output.new_tokens.reserve(num_samples);
-  size_t cursor = 0;
-  scheduled_index_.clear();
-  for (const SampledToken& sampled : result.sampled) {
-    // The plan-order cursor tells which sequences come next: their records
-    // first, then (once those have arrived) the token tails appended to.
-    if (cursor + 2 * kPrefetchDistance < scheduled_.size()) {
-      PrefetchSeq(scheduled_[cursor + 2 * kPrefetchDistance]);
+  if (!in_plan_order) {
+    scheduled_index_.clear();
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      if (plan.seqs[i].sample) {
+        scheduled_index_.emplace(plan.seqs[i].seq_id, i);
+      }
     }
-    if (cursor + kPrefetchDistance < scheduled_.size()) {
-      const std::vector<int32_t>& ahead = scheduled_[cursor + kPrefetchDistance]->token_ids;
-      __builtin_prefetch(ahead.data() + ahead.size(), 1);
+    for (const SampledToken& sampled : result.sampled) {
+      const auto it = scheduled_index_.find(sampled.seq_id);
+      LOOM_SCHEDULER_CHECK(it != scheduled_index_.end())
+          << "sampled seq " << sampled.seq_id << " was not to sample";
+      Sequence& seq = *scheduled_[it->second];
+      LOOM_SCHEDULER_CHECK(seq.num_uncomputed_tokens() == 0)
+          << "seq " << sampled.seq_id << " sampled twice";
+      ApplySampled(seq, sampled, output);
     }
-    Sequence& seq = FindScheduled(plan, sampled.seq_id, cursor);
-    seq.token_ids.push_back(sampled.token_id);
-    output.new_tokens.push_back(NewToken{.handle = seq.handle(),
-                                         .index = seq.index,
-                                         .token_id = sampled.token_id,
-                                         .logprob = sampled.logprob,
-                                         .top = sampled.top});
-    std::string stop_reason;
-    const FinishReason reason = CheckStop(seq.token_ids, seq.num_prompt_tokens, seq.stop,
-                                          config_.eos_token_ids, max_model_len_, &stop_reason);
-    if (reason == FinishReason::kNone) {
-      continue;
-    }
-    const Request& request = *seq.request;
-    EndSeq(seq);
-    output.finished.push_back(FinishedSeq{.handle = seq.key.handle,
-                                          .index = seq.index,
-                                          .reason = reason,
-                                          .stop_reason = std::move(stop_reason),
-                                          .request_finished = request.num_unfinished == 0});
   }
 
   in_flight_ = false;
@@ -351,29 +393,31 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
     std::inplace_merge(running_.begin(), running_.begin() + num_old, running_.end(), KeyLess());
   }
   ApplyDeferredEnds(output);
-  CollectGarbage();
   return output;
 }
 
-Sequence& Scheduler::FindScheduled(const StepPlan& plan, int64_t seq_id, size_t& cursor) {
-  // Executors normally return samples in plan order.
-  while (cursor < plan.seqs.size() && !plan.seqs[cursor].sample) {
-    ++cursor;
+void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output) {
+  num_running_decodes_ -= IsDecode(seq);
+  seq.token_ids.push_back(sampled.token_id);
+  num_running_decodes_ += IsDecode(seq);
+  output.new_tokens.push_back(NewToken{.handle = seq.handle(),
+                                       .index = seq.index,
+                                       .token_id = sampled.token_id,
+                                       .logprob = sampled.logprob,
+                                       .top = sampled.top});
+  std::string stop_reason;
+  const FinishReason reason = CheckStop(seq.token_ids, seq.num_prompt_tokens, seq.stop,
+                                        config_.eos_token_ids, max_model_len_, &stop_reason);
+  if (reason == FinishReason::kNone) {
+    return;
   }
-  if (cursor < plan.seqs.size() && plan.seqs[cursor].seq_id == seq_id) {
-    return *scheduled_[cursor++];
-  }
-  if (scheduled_index_.empty()) {
-    for (size_t i = 0; i < plan.seqs.size(); ++i) {
-      if (plan.seqs[i].sample) {
-        scheduled_index_.emplace(plan.seqs[i].seq_id, i);
-      }
-    }
-  }
-  const auto it = scheduled_index_.find(seq_id);
-  LOOM_SCHEDULER_CHECK(it != scheduled_index_.end())
-      << "sampled seq " << seq_id << " was not to sample";
-  return *scheduled_[it->second];
+  const Request& request = *seq.request;
+  EndSeq(seq);
+  output.finished.push_back(FinishedSeq{.handle = seq.key.handle,
+                                        .index = seq.index,
+                                        .reason = reason,
+                                        .stop_reason = std::move(stop_reason),
+                                        .request_finished = request.num_unfinished == 0});
 }
 
 void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
@@ -393,6 +437,7 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
                               parent.block_table.begin() + num_shared_blocks);
     child->state = SeqState::kRunning;
     ++num_running_;
+    num_running_decodes_ += IsDecode(*child);
     UpdateReservation(*child);
     forked.push_back(child.get());
   }
@@ -465,6 +510,7 @@ Sequence* Scheduler::FindSeq(RequestHandle handle, uint32_t index) const {
 
 void Scheduler::Preempt(Sequence& seq) {
   LOOM_SCHEDULER_CHECK(seq.state == SeqState::kRunning);
+  num_running_decodes_ -= IsDecode(seq);
   cache_->Free(seq.seq_id);
   ClearReservation(seq);
   seq.num_computed_tokens = 0;
@@ -483,10 +529,10 @@ void Scheduler::EndSeq(Sequence& seq) {
     case SeqState::kFinished:
       return;
     case SeqState::kRunning:
+      num_running_decodes_ -= IsDecode(seq);
       cache_->Free(seq.seq_id);
       ClearReservation(seq);
-      --num_running_;
-      running_has_ended_ = true;  // it leaves running_ in CollectGarbage
+      --num_running_;  // it leaves running_ in the next ScheduleRunning
       break;
     case SeqState::kWaiting:
       waiting_.erase(&seq);
@@ -574,12 +620,40 @@ void Scheduler::ClearReservation(Sequence& seq) {
   seq.block_table.clear();
 }
 
-void Scheduler::CollectGarbage() {
-  if (running_has_ended_) {
-    std::erase_if(running_, [](const Sequence* seq) { return seq->state != SeqState::kRunning; });
-    running_has_ended_ = false;
+void Scheduler::CheckInvariants() const {
+  LOOM_SCHEDULER_CHECK(!in_flight_) << "CheckInvariants between Schedule and Update";
+  for (size_t i = 1; i < running_.size(); ++i) {
+    LOOM_SCHEDULER_CHECK(!KeyLess()(running_[i], running_[i - 1]))
+        << "running_ out of key order at " << i << ": " << running_[i - 1]->seq_id << " then "
+        << running_[i]->seq_id;
   }
-  retired_.clear();
+  absl::flat_hash_map<const Sequence*, int32_t> in_running;
+  for (const Sequence* seq : running_) {
+    ++in_running[seq];
+  }
+  int32_t num_running = 0;
+  int32_t num_decodes = 0;
+  size_t num_waiting = 0;
+  for (const auto& [handle, request] : requests_) {
+    for (const std::unique_ptr<Sequence>& seq : request->seqs) {
+      if (seq->state == SeqState::kRunning) {
+        ++num_running;
+        num_decodes += IsDecode(*seq);
+        const auto it = in_running.find(seq.get());
+        LOOM_SCHEDULER_CHECK(it != in_running.end() && it->second == 1)
+            << "running seq " << seq->seq_id << " is not in running_ exactly once";
+      } else if (seq->state == SeqState::kWaiting) {
+        ++num_waiting;
+        LOOM_SCHEDULER_CHECK(waiting_.contains(seq.get()))
+            << "waiting seq " << seq->seq_id << " is not queued";
+      }
+    }
+  }
+  LOOM_SCHEDULER_CHECK(num_running == num_running_)
+      << num_running << " running sequences; the counter says " << num_running_;
+  LOOM_SCHEDULER_CHECK(num_decodes == num_running_decodes_)
+      << num_decodes << " running decodes; the counter says " << num_running_decodes_;
+  LOOM_SCHEDULER_CHECK(num_waiting == waiting_.size());
 }
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {

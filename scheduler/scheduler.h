@@ -160,6 +160,11 @@ class Scheduler {
   // max_model_len after capping to what the pool can hold.
   [[nodiscard]] int32_t max_model_len() const { return max_model_len_; }
 
+  // Aborts unless the counters agree with the sequences' states, running_
+  // is in key order and holds every running sequence once, and waiting_ holds
+  // exactly the waiting ones. O(sequences); for tests, between steps.
+  void CheckInvariants() const;
+
  private:
   struct KeyLess {
     bool operator()(const Sequence* a, const Sequence* b) const { return a->key < b->key; }
@@ -173,13 +178,17 @@ class Scheduler {
   [[nodiscard]] int32_t BlocksFor(int32_t num_tokens) const;
   [[nodiscard]] int32_t ChunkSize(int32_t num_uncomputed, int32_t budget) const;
   [[nodiscard]] Sequence* FindSeq(RequestHandle handle, uint32_t index) const;
+  [[nodiscard]] static int32_t IsDecode(const Sequence& seq) {
+    return seq.num_uncomputed_tokens() == 1 ? 1 : 0;
+  }
 
   // Schedule's two phases. ScheduleRunning returns false when it preempted.
   bool ScheduleRunning(int32_t& budget, StepPlan& plan);
   void AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan);
   void AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan);
   void ForkSiblings(Request& request, std::vector<Sequence*>& forked);
-  Sequence& FindScheduled(const StepPlan& plan, int64_t seq_id, size_t& cursor);
+  // Appends a sampled token and applies the token-based stopping rules.
+  void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
   void ExpireDeadlines(absl::Time now);
 
   // Moves a running sequence back to the waiting queue, freeing its blocks.
@@ -197,8 +206,6 @@ class Scheduler {
   // Forgets the blocks (and reservation) of a sequence whose blocks were freed.
   void ClearReservation(Sequence& seq);
 
-  // Drops ended sequences from running_ and destroys retired requests.
-  void CollectGarbage();
   void ApplyDeferredEnds(UpdateOutput& output);
 
   const SchedulerConfig config_;
@@ -211,10 +218,14 @@ class Scheduler {
   // Ended requests, destroyed once no container points into them.
   std::vector<std::unique_ptr<Request>> retired_;
   absl::btree_set<Sequence*, KeyLess> waiting_;
-  // Sorted by key. May hold ended sequences until CollectGarbage.
+  // Sorted by key. May hold sequences that ended since the last
+  // ScheduleRunning, which drops them.
   std::vector<Sequence*> running_;
-  bool running_has_ended_ = false;
   int32_t num_running_ = 0;
+  // Running sequences with exactly one token to compute (decodes), kept in
+  // step wherever a running sequence's tokens change, so that a step need not
+  // count them.
+  int32_t num_running_decodes_ = 0;
   int32_t num_pending_slots_ = 0;
   int64_t num_reserved_blocks_ = 0;  // kReserve: blocks running work may still take
   absl::btree_set<std::pair<absl::Time, RequestHandle>> deadlines_;
@@ -225,7 +236,8 @@ class Scheduler {
   std::vector<Sequence*> scheduled_;
   std::vector<StartedRequest> started_;
   std::vector<DeferredEnd> deferred_;
-  absl::flat_hash_map<int64_t, size_t> scheduled_index_;  // seq_id -> plan index, on demand
+  // seq_id -> plan index, when the executor returns samples out of plan order.
+  absl::flat_hash_map<int64_t, size_t> scheduled_index_;
 
   RequestHandle next_handle_ = 1;
   absl::Time last_now_ = absl::UnixEpoch();

@@ -232,7 +232,7 @@ void ExpectForkSharesFullBlocks(bool caching) {
   EXPECT_EQ(cache.pool().ref_cnt(parent[2]), 1);
   cache.CheckInvariants();
   // The child recomputes the partial block itself.
-  const std::optional<std::vector<BlockId>> added = cache.AllocateSlots(Req(2, prompt), 8, 2);
+  const std::optional<std::span<const BlockId>> added = cache.AllocateSlots(Req(2, prompt), 8, 2);
   ASSERT_TRUE(added.has_value());
   ASSERT_EQ(added->size(), 1U);
   EXPECT_NE((*added)[0], cache.BlockTable(1)[2]);

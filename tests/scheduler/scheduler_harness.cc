@@ -56,7 +56,10 @@ std::string SchedulerHarness::Step() {
   if (on_plan_) {
     on_plan_(plan);
   }
-  const StepResult result = executor_.Execute(plan);
+  StepResult result = executor_.Execute(plan);
+  if (options_.reverse_sampled) {
+    std::ranges::reverse(result.sampled);
+  }
   UpdateOutput output = scheduler_->Update(plan, result);
   for (NewToken& token : output.new_tokens) {
     SampleOutput& out = outputs_.at(token.handle).at(token.index);
@@ -79,6 +82,7 @@ std::string SchedulerHarness::Step() {
     expired.push_back(h);
   }
   cache_->CheckInvariants();
+  scheduler_->CheckInvariants();
   now_ += options_.step_time;
   return absl::StrJoin(parts, " ");
 }

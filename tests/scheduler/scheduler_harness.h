@@ -38,6 +38,8 @@ class SchedulerHarness {
     KvCacheConfig cache{.num_blocks = 64, .block_size = 4, .enable_prefix_caching = false};
     TokenFn token_fn = HashToken;
     absl::Duration step_time = absl::Milliseconds(10);
+    // Return the sampled tokens in reverse plan order, as an executor may.
+    bool reverse_sampled = false;
   };
 
   explicit SchedulerHarness(const Options& options);

@@ -140,6 +140,9 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
   // 39 usable blocks of 4 tokens: 16 sequences of up to 64 tokens overcommit it.
   options.cache = {.num_blocks = 40, .block_size = 4, .enable_prefix_caching = prefix_caching};
   options.token_fn = HashTokenWithEos(kEosOneIn);
+  // Under the priority policy the executor returns its tokens in reverse
+  // plan order, which the scheduler matches by seq id instead of in one pass.
+  options.reverse_sampled = policy == SchedulingPolicy::kPriority;
   SchedulerHarness h(options);
 
   std::vector<RequestHandle> handles(workload.size(), 0);
