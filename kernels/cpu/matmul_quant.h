@@ -1,0 +1,45 @@
+// y = x W^T with W kept in ggml's quantized blocks (Q8_0, Q4_0, Q4_1; 0.53 to
+// 1.06 bytes per weight instead of bfloat16's 2, and weight bytes are what
+// bound decode on the CPU), x and y float32. Blocks are decoded to float32
+// exactly as the GGUF dequantizer does (in registers for a few rows of x, per
+// task slice for more) and multiplied in float32 like Matmul, so the result is
+// bit-identical to dequantizing W and calling Matmul, for any m.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_quant_blocks.h"
+#include "kernels/parallel.h"
+
+namespace loom::kernels::cpu {
+
+enum class QuantType { kQ8_0, kQ4_0, kQ4_1 };
+
+const char* QuantTypeName(QuantType type);
+// Bytes of one block of kQuantBlock values.
+int64_t QuantBlockBytes(QuantType type);
+
+struct MatmulQuantParams {
+  const float* x = nullptr;  // [m, k], row stride ldx
+  // [n, k / kQuantBlock] blocks of `type`, rows contiguous; k % kQuantBlock == 0.
+  const void* w = nullptr;
+  QuantType type = QuantType::kQ4_0;
+  const float* bias = nullptr;  // [n] or null
+  float* y = nullptr;           // [m, n], row stride ldy
+  int32_t m = 0;
+  int32_t n = 0;
+  int32_t k = 0;
+  int32_t ldx = 0;
+  int32_t ldy = 0;
+};
+
+// `count` values (a multiple of kQuantBlock) of blocks to float32, value by
+// value as ggml's dequantizer: d * q (Q8_0), d * (q - 8) (Q4_0), d * q + m (Q4_1).
+void DequantizeBlocks(QuantType type, const void* blocks, int64_t count, float* out);
+
+// Dequantized W times x with double accumulation.
+void MatmulQuantRef(const MatmulQuantParams& p);
+void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level = DetectedSimd());
+
+}  // namespace loom::kernels::cpu
