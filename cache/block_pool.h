@@ -54,6 +54,13 @@ class BlockPool {
 
   // Starts loading a block's record; a hint for callers about to touch it.
   void PrefetchBlock(BlockId id) const { __builtin_prefetch(&blocks_[Checked(id)]); }
+  // Starts loading what CacheFullBlock(id, hash) touches.
+  void PrefetchCacheFullBlock(BlockId id, const BlockHash& hash) const {
+    PrefetchBlock(id);
+    if (enable_caching_) {
+      index_.Prefetch(hash);
+    }
+  }
 
   [[nodiscard]] int32_t ref_cnt(BlockId id) const { return blocks_[Checked(id)].ref_cnt; }
   // The hash under which the block is in the prefix index, if it is.

@@ -102,6 +102,7 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
     seq.block_table.push_back(hits[i]);
     seq.block_hashes.push_back(hit_hashes[i]);
   }
+  seq.num_offered += hits.size();
   pool_.Allocate(num_new_blocks, &seq.block_table);
   if (enable_prefix_caching_) {
     CacheFullBlocks(req, num_tokens, seq);
@@ -109,17 +110,32 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
   return std::span<const BlockId>(seq.block_table).last(static_cast<size_t>(num_new_blocks));
 }
 
-void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq) {
-  // Only blocks whose every token is known can be hashed; a block past the
-  // known tokens is cached by a later call.
-  const size_t num_known = std::min(static_cast<size_t>(num_tokens), req.token_ids.size());
-  const size_t num_full = num_known / static_cast<size_t>(block_size_);
-  LOOM_CACHE_CHECK(num_full <= seq.block_table.size());
+void KvCacheManager::HashFullBlocks(const CacheRequest& req, size_t num_tokens,
+                                    Sequence& seq) const {
+  // Only blocks whose every token is known can be hashed.
+  const size_t num_known = std::min(num_tokens, req.token_ids.size());
+  const size_t num_full =
+      std::min(num_known / static_cast<size_t>(block_size_), seq.block_table.size());
   for (size_t i = seq.block_hashes.size(); i < num_full; ++i) {
     const BlockHash parent = i == 0 ? BlockHash{} : seq.block_hashes[i - 1];
-    const BlockHash hash = HashBlock(req, parent, i);
-    seq.block_hashes.push_back(hash);
-    pool_.CacheFullBlock(seq.block_table[i], hash);
+    seq.block_hashes.push_back(HashBlock(req, parent, i));
+  }
+}
+
+void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq) {
+  const size_t num_full = std::min(static_cast<size_t>(num_tokens), req.token_ids.size()) /
+                          static_cast<size_t>(block_size_);
+  LOOM_CACHE_CHECK(num_full <= seq.block_table.size());
+  HashFullBlocks(req, static_cast<size_t>(num_tokens), seq);
+  // Two passes so that the index slots and block records of several blocks
+  // (a prefill chunk's) load at once.
+  if (num_full > seq.num_offered + 1) {
+    for (size_t i = seq.num_offered; i < num_full; ++i) {
+      pool_.PrefetchCacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
+    }
+  }
+  for (; seq.num_offered < num_full; ++seq.num_offered) {
+    pool_.CacheFullBlock(seq.block_table[seq.num_offered], seq.block_hashes[seq.num_offered]);
   }
 }
 
@@ -138,23 +154,34 @@ void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t n
   child.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + num_shared);
   const size_t num_hashes = std::min(num_shared, parent.block_hashes.size());
   child.block_hashes.assign(parent.block_hashes.begin(), parent.block_hashes.begin() + num_hashes);
+  child.num_offered = std::min(num_shared, parent.num_offered);
   for (BlockId id : child.block_table) {
     pool_.Touch(id);
   }
   seqs_[child_seq_id] = std::move(child);
 }
 
-void KvCacheManager::Prefetch(int64_t seq_id) const {
-  const auto it = seqs_.find(seq_id);
+void KvCacheManager::Prepare(const CacheRequest& req, int32_t num_tokens) {
+  const auto it = seqs_.find(req.seq_id);
   if (it == seqs_.end() || it->second.block_table.empty()) {
     return;
   }
-  const Sequence& seq = it->second;
+  Sequence& seq = it->second;
   __builtin_prefetch(&seq.block_table.back());
+  if (!enable_prefix_caching_) {
+    pool_.PrefetchBlock(seq.block_table.back());
+    return;
+  }
   if (!seq.block_hashes.empty()) {
     __builtin_prefetch(&seq.block_hashes.back());
   }
-  pool_.PrefetchBlock(seq.block_table.back());
+  const size_t num_hashed = seq.block_hashes.size();
+  HashFullBlocks(req, static_cast<size_t>(num_tokens), seq);
+  if (seq.block_hashes.size() > num_hashed) {
+    pool_.PrefetchCacheFullBlock(seq.block_table.back(), seq.block_hashes.back());
+  } else {
+    pool_.PrefetchBlock(seq.block_table.back());
+  }
 }
 
 void KvCacheManager::Free(int64_t seq_id) {
@@ -199,6 +226,7 @@ void KvCacheManager::CheckInvariants() const {
   std::vector<int32_t> last_seen(occurrences.size(), -1);
   int32_t stamp = 0;
   for (const auto& [seq_id, seq] : seqs_) {
+    LOOM_CACHE_CHECK(seq.num_offered <= seq.block_hashes.size());
     LOOM_CACHE_CHECK(seq.block_hashes.size() <= seq.block_table.size());
     LOOM_CACHE_CHECK(enable_prefix_caching_ || seq.block_hashes.empty());
     for (size_t i = 0; i < seq.block_table.size(); ++i) {

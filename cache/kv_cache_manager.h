@@ -105,12 +105,15 @@ class KvCacheManager {
   void Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
 
   // Hints for a caller walking thousands of sequences, so that it can overlap
-  // the cache misses of its next AllocateSlots calls; they change nothing.
-  // PrefetchRecord starts loading the sequence's record; Prefetch, issued
-  // once that has arrived, what the call touches through it (the block
-  // table and hash chain tails and the last block's record).
+  // the cache misses of its next AllocateSlots calls; they change nothing
+  // that the calls can observe. PrefetchRecord starts loading the sequence's
+  // record. Prepare, issued once that has arrived, starts loading what an
+  // AllocateSlots for num_tokens tokens touches through it (the block table
+  // and hash chain tails, the last block's record) and, when that call will
+  // fill the last block held, hashes the block now and starts loading its
+  // prefix index slot, so the call finds everything in cache.
   void PrefetchRecord(int64_t seq_id) const { seqs_.prefetch(seq_id); }
-  void Prefetch(int64_t seq_id) const;
+  void Prepare(const CacheRequest& req, int32_t num_tokens);
 
   // Drops the sequence's references, tail block first, so that its tail is
   // evicted before its (more shareable) head. Unknown ids are a no-op.
@@ -146,12 +149,19 @@ class KvCacheManager {
     // not in the prefix index so the chain can continue. Empty when prefix
     // caching is off.
     std::vector<BlockHash> block_hashes;
+    // Leading blocks already offered to the prefix index; block_hashes may
+    // run ahead of it (Prepare hashes a block before the call that fills it).
+    size_t num_offered = 0;
   };
 
   // The hash of block `index` of req, given the hash of the block before it.
   [[nodiscard]] BlockHash HashBlock(const CacheRequest& req, const BlockHash& parent,
                                     size_t index) const;
-  // Hashes and caches the full blocks among the first num_tokens tokens.
+  // Extends seq's hash chain over the full blocks among the first num_tokens
+  // tokens (at most the blocks held).
+  void HashFullBlocks(const CacheRequest& req, size_t num_tokens, Sequence& seq) const;
+  // Hashes the full blocks among the first num_tokens tokens and offers them
+  // to the prefix index.
   void CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq);
 
   const int32_t block_size_;

@@ -173,12 +173,16 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       const Sequence& ahead = *running_[i + 2 * kPrefetchDistance];
       if (DecodeCallsCache(ahead, block_size_)) {
         cache_->PrefetchRecord(ahead.seq_id);
+        // The tokens of the block it fills, for the cache to hash.
+        const int32_t* tail = ahead.token_ids.data() + ahead.num_tokens();
+        __builtin_prefetch(tail - 1);
+        __builtin_prefetch(tail - std::min(block_size_, ahead.num_tokens()));
       }
     }
     if (i + kPrefetchDistance < running_.size()) {
       const Sequence& ahead = *running_[i + kPrefetchDistance];
       if (DecodeCallsCache(ahead, block_size_)) {
-        cache_->Prefetch(ahead.seq_id);
+        cache_->Prepare(ahead.cache_request(), ahead.num_computed_tokens + 1);
       }
     }
     Sequence& seq = *running_[i];

@@ -54,6 +54,27 @@ TEST(KvCacheManagerTest, AllocatesWholeBlocksForAPrompt) {
   cache.CheckInvariants();
 }
 
+TEST(KvCacheManagerTest, PrepareHashesAheadButCachesOnlyWithTheFillingCall) {
+  KvCacheManager cache = Manager(8);
+  std::vector<int32_t> tokens = Tokens(7);
+  Admit(cache, Req(1, tokens));  // blocks 1 (full, cached) and 2 (3 of 4 slots)
+  tokens.push_back(7);           // the decode that fills block 2
+  const KvCacheStats before = cache.Stats();
+  cache.Prepare(Req(1, tokens), 8);
+  EXPECT_EQ(cache.pool().cached_hash(2), std::nullopt) << "a hint must not cache";
+  EXPECT_EQ(cache.Stats().num_used, before.num_used);
+  EXPECT_EQ(cache.Stats().num_cached_free, before.num_cached_free);
+  EXPECT_THAT(cache.BlockTable(1), ElementsAre(1, 2));
+  cache.CheckInvariants();
+  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 7, 1), Optional(IsEmpty()));
+  ASSERT_NE(cache.pool().cached_hash(2), std::nullopt);
+  cache.CheckInvariants();
+  // The hash it was cached under is the one a fresh lookup computes.
+  std::vector<int32_t> longer = tokens;
+  longer.push_back(9);
+  EXPECT_EQ(cache.GetComputedBlocks(Req(2, longer)).num_computed_tokens, 8);
+}
+
 TEST(KvCacheManagerTest, DecodeTakesANewBlockOnlyAtABoundary) {
   KvCacheManager cache = Manager(8);
   std::vector<int32_t> tokens = Tokens(10);

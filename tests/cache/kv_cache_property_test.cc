@@ -133,6 +133,17 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
         num_revived += static_cast<int>(cache_.pool().ref_cnt(block) == 0);
       }
     }
+    if (hits == nullptr && seq.running && Uniform(0, 1) == 0) {
+      // The hint may hash ahead but must leave everything observable alone.
+      const std::vector<BlockId> table(cache_.BlockTable(id).begin(), cache_.BlockTable(id).end());
+      cache_.Prepare(Req(id), seq.num_computed + n);
+      const KvCacheStats now = cache_.Stats();
+      ASSERT_EQ(now.num_free, before.num_free);
+      ASSERT_EQ(now.num_cached_free, before.num_cached_free);
+      ASSERT_EQ(now.num_used, before.num_used);
+      ASSERT_TRUE(std::ranges::equal(cache_.BlockTable(id), table));
+      cache_.CheckInvariants();
+    }
     if (cache_.AllocateSlots(Req(id), seq.num_computed, n, hits).has_value()) {
       // Free cached blocks leave the free queue by revival or by eviction.
       const int32_t num_evicted =
