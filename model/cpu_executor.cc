@@ -21,12 +21,14 @@ int64_t DefaultKvBudget() {
 
 }  // namespace
 
-CpuExecutor::CpuExecutor(const ModelConfig& config, int32_t threads)
-    : config_(config), pool_(std::make_unique<kernels::cpu::ThreadPool>(threads)) {}
+CpuExecutor::CpuExecutor(const ModelConfig& config, int32_t threads, LinearDType dtype)
+    : config_(config), dtype_(dtype), pool_(std::make_unique<kernels::cpu::ThreadPool>(threads)) {}
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedModel& model,
                                                                  const ExecutorOptions& options) {
   LinearDType dtype;
+  // auto: linear weights stored in ggml blocks stay so, the others bfloat16.
+  const bool keep_quantized = options.dtype == "auto";
   if (options.dtype == "auto" || options.dtype == "bfloat16") {
     dtype = LinearDType::kBFloat16;
   } else if (options.dtype == "float32") {
@@ -45,8 +47,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
                                                    " heads, ", c.num_kv_heads, " kv heads, dim ",
                                                    c.head_dim));
   }
-  std::unique_ptr<CpuExecutor> e(new CpuExecutor(c, options.threads));
-  absl::StatusOr<LlamaWeights> weights = LoadLlamaWeights(c, *model.weights, dtype, *e->pool_);
+  std::unique_ptr<CpuExecutor> e(new CpuExecutor(c, options.threads, dtype));
+  absl::StatusOr<LlamaWeights> weights =
+      LoadLlamaWeights(c, *model.weights, dtype, *e->pool_, keep_quantized);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_);
@@ -83,7 +86,9 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   g.block_size = kv_.block_size;
   g.max_model_len = max_model_len_;
   g.device = "cpu";
-  g.dtype = weights_.lm_head.dtype == LinearDType::kBFloat16 ? "bfloat16" : "float32";
+  // The conversion dtype: with auto it names the weights that are not kept
+  // in ggml blocks (weights() tells which are).
+  g.dtype = LinearDTypeName(dtype_);
   return g;
 }
 

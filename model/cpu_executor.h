@@ -1,5 +1,6 @@
-// The CPU backend: linear weights in bfloat16 (dtype auto: decode is bound by
-// weight bytes) or float32 (exact against float32 references), KV pool and
+// The CPU backend: linear weights in the GGUF's ggml blocks (Q8_0, Q4_0, Q4_1)
+// or else bfloat16 (dtype auto: decode is bound by weight bytes), bfloat16, or
+// float32 (exact against float32 references), KV pool and
 // activations in float32, kernels from kernels/cpu/ on the executor's own
 // thread pool. One Execute() runs one batched forward over every sequence of
 // the plan (prefill chunks and decodes mixed), then samples.
@@ -29,12 +30,15 @@ class CpuExecutor final : public Executor {
   ExecutorGeometry Geometry() const override;
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
 
+  const LlamaWeights& weights() const { return weights_; }
+
  private:
-  CpuExecutor(const ModelConfig& config, int32_t threads);
+  CpuExecutor(const ModelConfig& config, int32_t threads, LinearDType dtype);
   // Packs the plan into batch_; INTERNAL when the plan breaks its contract.
   absl::Status BuildBatch(const StepPlan& plan);
 
   ModelConfig config_;
+  LinearDType dtype_;  // kFloat32 or kBFloat16: what weights not kept quantized become
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   LlamaWeights weights_;
   std::unique_ptr<LlamaForward> forward_;

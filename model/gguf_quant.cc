@@ -5,17 +5,11 @@
 #include <cstring>
 
 #include "kernels/check.h"
+#include "kernels/cpu/matmul_quant.h"
 #include "model/weights.h"
 
 namespace loom {
 namespace {
-
-template <typename Block>
-Block LoadBlock(std::span<const std::byte> blocks, size_t i) {
-  Block b;
-  std::memcpy(&b, blocks.data() + i * sizeof(Block), sizeof(Block));
-  return b;
-}
 
 template <typename Block>
 void StoreBlock(const Block& b, std::span<std::byte> blocks, size_t i) {
@@ -31,40 +25,24 @@ size_t CheckSizes(size_t num_block_bytes, size_t num_values) {
 
 }  // namespace
 
+// The kernels' decoder, so that dequantized float32 weights have exactly the
+// values the quantized matmul multiplies with.
 void DequantizeQ8_0(std::span<const std::byte> blocks, std::span<float> out) {
-  const size_t nb = CheckSizes<BlockQ8_0>(blocks.size(), out.size());
-  for (size_t i = 0; i < nb; ++i) {
-    const auto b = LoadBlock<BlockQ8_0>(blocks, i);
-    const float d = HalfToFloat(b.d);
-    for (int j = 0; j < kQuantBlock; ++j) out[i * kQuantBlock + j] = d * b.qs[j];
-  }
+  CheckSizes<BlockQ8_0>(blocks.size(), out.size());
+  kernels::cpu::DequantizeBlocks(kernels::cpu::QuantType::kQ8_0, blocks.data(), out.size(),
+                                 out.data());
 }
 
 void DequantizeQ4_0(std::span<const std::byte> blocks, std::span<float> out) {
-  const size_t nb = CheckSizes<BlockQ4_0>(blocks.size(), out.size());
-  for (size_t i = 0; i < nb; ++i) {
-    const auto b = LoadBlock<BlockQ4_0>(blocks, i);
-    const float d = HalfToFloat(b.d);
-    float* y = out.data() + i * kQuantBlock;
-    for (int j = 0; j < kQuantBlock / 2; ++j) {
-      y[j] = d * ((b.qs[j] & 0x0f) - 8);
-      y[j + kQuantBlock / 2] = d * ((b.qs[j] >> 4) - 8);
-    }
-  }
+  CheckSizes<BlockQ4_0>(blocks.size(), out.size());
+  kernels::cpu::DequantizeBlocks(kernels::cpu::QuantType::kQ4_0, blocks.data(), out.size(),
+                                 out.data());
 }
 
 void DequantizeQ4_1(std::span<const std::byte> blocks, std::span<float> out) {
-  const size_t nb = CheckSizes<BlockQ4_1>(blocks.size(), out.size());
-  for (size_t i = 0; i < nb; ++i) {
-    const auto b = LoadBlock<BlockQ4_1>(blocks, i);
-    const float d = HalfToFloat(b.d);
-    const float m = HalfToFloat(b.m);
-    float* y = out.data() + i * kQuantBlock;
-    for (int j = 0; j < kQuantBlock / 2; ++j) {
-      y[j] = d * (b.qs[j] & 0x0f) + m;
-      y[j + kQuantBlock / 2] = d * (b.qs[j] >> 4) + m;
-    }
-  }
+  CheckSizes<BlockQ4_1>(blocks.size(), out.size());
+  kernels::cpu::DequantizeBlocks(kernels::cpu::QuantType::kQ4_1, blocks.data(), out.size(),
+                                 out.data());
 }
 
 void QuantizeQ8_0(std::span<const float> in, std::span<std::byte> blocks) {

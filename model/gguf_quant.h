@@ -1,35 +1,21 @@
-// ggml's block layouts for the quantized types Loom reads (Q8_0, Q4_0, Q4_1),
-// and row dequantization. Exposed so that CPU kernels can work on the blocks
-// directly instead of a dequantized copy.
+// ggml's quantized types Loom reads (Q8_0, Q4_0, Q4_1): their block layouts
+// (shared with the CPU kernels, which multiply by the blocks directly),
+// dequantization to float32 and quantization for test fixtures.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu/matmul_quant_blocks.h"
+
 namespace loom {
 
-inline constexpr int kQuantBlock = 32;  // values per block for Q8_0, Q4_0, Q4_1
-
-// Scales are IEEE fp16 bit patterns (HalfToFloat in model/weights.h).
-struct BlockQ8_0 {
-  uint16_t d;  // scale: x = d * q
-  int8_t qs[32];
-};
-static_assert(sizeof(BlockQ8_0) == 34);
-
-struct BlockQ4_0 {
-  uint16_t d;      // x = d * (q - 8)
-  uint8_t qs[16];  // value j in the low nibble of qs[j], value j + 16 in the high nibble
-};
-static_assert(sizeof(BlockQ4_0) == 18);
-
-struct BlockQ4_1 {
-  uint16_t d;  // x = d * q + m
-  uint16_t m;
-  uint8_t qs[16];  // nibble layout as BlockQ4_0
-};
-static_assert(sizeof(BlockQ4_1) == 20);
+// The block structs live with the CPU kernels that read them.
+using kernels::BlockQ4_0;
+using kernels::BlockQ4_1;
+using kernels::BlockQ8_0;
+using kernels::kQuantBlock;
 
 // Dequantize `n` values (a multiple of 32) from raw block bytes.
 void DequantizeQ8_0(std::span<const std::byte> blocks, std::span<float> out);

@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/check.h"
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/matmul_quant.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/rms_norm.h"
@@ -26,11 +27,24 @@ constexpr int32_t kPartitionSize = 256;
 void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
             kernels::ParallelFor& pool) {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();
-  if (w.dtype == LinearDType::kBFloat16) {
-    kc::MatmulBf16({x, w.bf16.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
-    return;
+  kc::QuantType quant = kc::QuantType::kQ4_1;
+  switch (w.dtype) {
+    case LinearDType::kFloat32:
+      kc::Matmul({x, w.f32.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
+      return;
+    case LinearDType::kBFloat16:
+      kc::MatmulBf16({x, w.bf16.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
+      return;
+    case LinearDType::kQ8_0:
+      quant = kc::QuantType::kQ8_0;
+      break;
+    case LinearDType::kQ4_0:
+      quant = kc::QuantType::kQ4_0;
+      break;
+    case LinearDType::kQ4_1:
+      break;
   }
-  kc::Matmul({x, w.f32.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
+  kc::MatmulQuant({x, w.quant.data(), quant, bias, y, m, w.n, w.k, w.k, w.n}, pool);
 }
 
 }  // namespace

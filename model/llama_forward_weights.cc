@@ -1,11 +1,13 @@
 #include "model/llama_forward_weights.h"
 
+#include <optional>
 #include <span>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/check.h"
 
 namespace loom {
 namespace {
@@ -48,26 +50,100 @@ absl::Status Vector(const WeightStore& store, const std::string& name, int64_t n
   return AppendRows(store, name, 1, n, pool, out);
 }
 
-// Appends tensor `name` to the rows of w (rows x w.k).
-absl::Status AppendLinear(const WeightStore& store, const std::string& name, int64_t rows,
-                          kernels::ParallelFor& pool, LinearWeight& w) {
-  w.n += static_cast<int32_t>(rows);
-  return w.dtype == LinearDType::kFloat32 ? AppendRows(store, name, rows, w.k, pool, w.f32)
-                                          : AppendRows(store, name, rows, w.k, pool, w.bf16);
+// One part of a (possibly fused) linear weight: a tensor of `rows` rows.
+struct Part {
+  std::string name;
+  int64_t rows;
+};
+
+// The block type all parts share, or none.
+std::optional<LinearDType> QuantizedDType(const WeightStore& store,
+                                          const std::vector<Part>& parts) {
+  std::optional<LinearDType> common;
+  for (const Part& part : parts) {
+    const Tensor* t = store.Find(part.name);
+    if (t == nullptr) return std::nullopt;  // reported by the conversion
+    LinearDType dtype;
+    switch (t->dtype) {
+      case DType::kQ8_0:
+        dtype = LinearDType::kQ8_0;
+        break;
+      case DType::kQ4_0:
+        dtype = LinearDType::kQ4_0;
+        break;
+      case DType::kQ4_1:
+        dtype = LinearDType::kQ4_1;
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (common.has_value() && *common != dtype) return std::nullopt;
+    common = dtype;
+  }
+  return common;
 }
 
-LinearWeight Empty(LinearDType dtype, int64_t k) {
+// Appends tensor `name`'s blocks (checked to be rows x cols) to out.
+absl::Status AppendBlocks(const WeightStore& store, const std::string& name, int64_t rows,
+                          int64_t cols, std::vector<std::byte>& out) {
+  absl::StatusOr<const Tensor*> t = Checked(store, name, rows, cols);
+  if (!t.ok()) return t.status();
+  out.insert(out.end(), (*t)->data.begin(), (*t)->data.end());
+  return absl::OkStatus();
+}
+
+// The linear weight [sum of parts' rows, k], its parts stacked in order.
+absl::StatusOr<LinearWeight> Linear(const WeightStore& store, const std::vector<Part>& parts,
+                                    int64_t k, LinearDType dtype, bool keep_quantized,
+                                    kernels::ParallelFor& pool) {
   LinearWeight w;
   w.dtype = dtype;
   w.k = static_cast<int32_t>(k);
+  if (keep_quantized) {
+    if (std::optional<LinearDType> q = QuantizedDType(store, parts)) w.dtype = *q;
+  }
+  absl::Status s;
+  for (const Part& part : parts) {
+    w.n += static_cast<int32_t>(part.rows);
+    switch (w.dtype) {
+      case LinearDType::kFloat32:
+        s.Update(AppendRows(store, part.name, part.rows, k, pool, w.f32));
+        break;
+      case LinearDType::kBFloat16:
+        s.Update(AppendRows(store, part.name, part.rows, k, pool, w.bf16));
+        break;
+      case LinearDType::kQ8_0:
+      case LinearDType::kQ4_0:
+      case LinearDType::kQ4_1:
+        s.Update(AppendBlocks(store, part.name, part.rows, k, w.quant));
+        break;
+    }
+  }
+  if (!s.ok()) return s;
   return w;
 }
 
 }  // namespace
 
+const char* LinearDTypeName(LinearDType dtype) {
+  switch (dtype) {
+    case LinearDType::kFloat32:
+      return "float32";
+    case LinearDType::kBFloat16:
+      return "bfloat16";
+    case LinearDType::kQ8_0:
+      return "q8_0";
+    case LinearDType::kQ4_0:
+      return "q4_0";
+    case LinearDType::kQ4_1:
+      break;
+  }
+  return "q4_1";
+}
+
 int64_t LinearWeight::NumBytes() const {
   return static_cast<int64_t>(f32.size() * sizeof(float) + bf16.size() * sizeof(uint16_t) +
-                              bias.size() * sizeof(float));
+                              quant.size() + bias.size() * sizeof(float));
 }
 
 int64_t LlamaWeights::NumBytes() const {
@@ -80,40 +156,45 @@ int64_t LlamaWeights::NumBytes() const {
 }
 
 absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelConfig& c, const WeightStore& store,
-                                              LinearDType dtype, kernels::ParallelFor& pool) {
+                                              LinearDType dtype, kernels::ParallelFor& pool,
+                                              bool keep_quantized) {
+  LOOM_CHECK(dtype == LinearDType::kFloat32 || dtype == LinearDType::kBFloat16);
   const int64_t hidden = c.hidden_size;
   const int64_t q_rows = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_rows = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  auto linear = [&](const std::vector<Part>& parts, int64_t k, LinearWeight& out) {
+    absl::StatusOr<LinearWeight> w = Linear(store, parts, k, dtype, keep_quantized, pool);
+    if (!w.ok()) return w.status();
+    out = *std::move(w);
+    return absl::OkStatus();
+  };
   LlamaWeights w;
-  w.lm_head = Empty(dtype, hidden);
   absl::Status s =
       AppendRows(store, "model.embed_tokens.weight", c.vocab_size, hidden, pool, w.embed);
-  s.Update(AppendLinear(store,
-                        c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-                        c.vocab_size, pool, w.lm_head));
+  s.Update(linear(
+      {{c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", c.vocab_size}},
+      hidden, w.lm_head));
   s.Update(Vector(store, "model.norm.weight", hidden, pool, w.final_norm));
   w.layers.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers && s.ok(); ++i) {
     const std::string p = absl::StrCat("model.layers.", i, ".");
     LlamaLayerWeights& l = w.layers[i];
-    l.qkv = Empty(dtype, hidden);
-    l.o_proj = Empty(dtype, q_rows);
-    l.gate_up = Empty(dtype, hidden);
-    l.down = Empty(dtype, c.intermediate_size);
     s.Update(Vector(store, p + "input_layernorm.weight", hidden, pool, l.input_norm));
-    s.Update(AppendLinear(store, p + "self_attn.q_proj.weight", q_rows, pool, l.qkv));
-    s.Update(AppendLinear(store, p + "self_attn.k_proj.weight", kv_rows, pool, l.qkv));
-    s.Update(AppendLinear(store, p + "self_attn.v_proj.weight", kv_rows, pool, l.qkv));
+    s.Update(linear({{p + "self_attn.q_proj.weight", q_rows},
+                     {p + "self_attn.k_proj.weight", kv_rows},
+                     {p + "self_attn.v_proj.weight", kv_rows}},
+                    hidden, l.qkv));
     if (c.attention_bias) {
       s.Update(Vector(store, p + "self_attn.q_proj.bias", q_rows, pool, l.qkv.bias));
       s.Update(Vector(store, p + "self_attn.k_proj.bias", kv_rows, pool, l.qkv.bias));
       s.Update(Vector(store, p + "self_attn.v_proj.bias", kv_rows, pool, l.qkv.bias));
     }
-    s.Update(AppendLinear(store, p + "self_attn.o_proj.weight", hidden, pool, l.o_proj));
+    s.Update(linear({{p + "self_attn.o_proj.weight", hidden}}, q_rows, l.o_proj));
     s.Update(Vector(store, p + "post_attention_layernorm.weight", hidden, pool, l.post_norm));
-    s.Update(AppendLinear(store, p + "mlp.gate_proj.weight", c.intermediate_size, pool, l.gate_up));
-    s.Update(AppendLinear(store, p + "mlp.up_proj.weight", c.intermediate_size, pool, l.gate_up));
-    s.Update(AppendLinear(store, p + "mlp.down_proj.weight", hidden, pool, l.down));
+    s.Update(linear({{p + "mlp.gate_proj.weight", c.intermediate_size},
+                     {p + "mlp.up_proj.weight", c.intermediate_size}},
+                    hidden, l.gate_up));
+    s.Update(linear({{p + "mlp.down_proj.weight", hidden}}, c.intermediate_size, l.down));
   }
   if (!s.ok()) return s;
   return w;

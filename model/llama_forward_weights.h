@@ -1,9 +1,11 @@
-// The CPU forward pass's copy of a Llama-family model's weights, converted at
-// load from any WeightStore dtype to float32 or bfloat16 (linear layers; norms
-// and the embedding table stay float32), with q/k/v and gate/up fused into one
-// matrix each so that a layer runs two input GEMMs instead of five.
+// The CPU forward pass's copy of a Llama-family model's weights: linear layers
+// converted at load from any WeightStore dtype to float32 or bfloat16, or kept
+// in their ggml blocks (Q8_0, Q4_0, Q4_1) when asked; norms and the embedding
+// table float32. q/k/v and gate/up are fused into one matrix each so that a
+// layer runs two input GEMMs instead of five.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -14,16 +16,19 @@
 
 namespace loom {
 
-enum class LinearDType { kFloat32, kBFloat16 };
+enum class LinearDType { kFloat32, kBFloat16, kQ8_0, kQ4_0, kQ4_1 };
 
-// A linear layer's weight [n, k] (rows = output features), in one of two forms.
+const char* LinearDTypeName(LinearDType dtype);
+
+// A linear layer's weight [n, k] (rows = output features), in one of these forms.
 struct LinearWeight {
   LinearDType dtype = LinearDType::kFloat32;
   int32_t n = 0;
   int32_t k = 0;
-  std::vector<float> f32;      // [n, k] when kFloat32
-  std::vector<uint16_t> bf16;  // [n, k] when kBFloat16
-  std::vector<float> bias;     // [n], or empty
+  std::vector<float> f32;        // [n, k] when kFloat32
+  std::vector<uint16_t> bf16;    // [n, k] when kBFloat16
+  std::vector<std::byte> quant;  // [n, k / 32] ggml blocks of dtype when kQ8_0, kQ4_0, kQ4_1
+  std::vector<float> bias;       // [n], or empty
 
   int64_t NumBytes() const;
 };
@@ -46,8 +51,13 @@ struct LlamaWeights {
   int64_t NumBytes() const;
 };
 
+// Linear weights in `dtype` (kFloat32 or kBFloat16). With keep_quantized, a
+// linear weight (a fused one: all its parts) stored in one ggml block type
+// keeps its blocks instead: decode on the CPU is bound by weight bytes, and
+// the quantized matmul gives the bits of float32 on the dequantized weights.
 // NOT_FOUND / INVALID_ARGUMENT when a tensor is missing or has the wrong shape.
 absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelConfig& config, const WeightStore& store,
-                                              LinearDType dtype, kernels::ParallelFor& pool);
+                                              LinearDType dtype, kernels::ParallelFor& pool,
+                                              bool keep_quantized = false);
 
 }  // namespace loom

@@ -23,16 +23,21 @@ namespace {
 
 // With float32 weights both sides run float32 on the same dequantized weights
 // and what is left is summation order (logits of these models are O(10)).
-// bfloat16 weights (the CPU default) round every weight to 8 bits of mantissa;
-// activations stay float32.
+// bfloat16 weights round every weight to 8 bits of mantissa; activations stay
+// float32. dtype auto (the CPU default) keeps a GGUF's quantized linear weights
+// in their blocks, and the quantized matmul gives the bits of float32 on the
+// dequantized weights: the float32 bounds hold when every linear weight is
+// quantized, as in the default GGUF.
 struct Precision {
   LinearDType dtype;
   const char* name;
+  bool keep_quantized;
   float logit_tolerance;
   size_t min_greedy_match;  // greedy tokens that must match whatever the margins
 };
-constexpr Precision kFloat32{LinearDType::kFloat32, "float32", 1e-3f, 16};
-constexpr Precision kBFloat16{LinearDType::kBFloat16, "bfloat16", 0.1f, 1};
+constexpr Precision kFloat32{LinearDType::kFloat32, "float32", false, 1e-3f, 16};
+constexpr Precision kBFloat16{LinearDType::kBFloat16, "bfloat16", false, 0.1f, 1};
+constexpr Precision kAutoQuantized{LinearDType::kBFloat16, "auto", true, 1e-3f, 16};
 
 struct GoldenRun {
   std::string text;
@@ -144,8 +149,8 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
   absl::StatusOr<std::unique_ptr<CpuExecutor>> e = CpuExecutor::Create(model, options);
   ASSERT_TRUE(e.ok()) << e.status();
   kernels::cpu::ThreadPool pool(2);
-  absl::StatusOr<LlamaWeights> weights =
-      LoadLlamaWeights(model.config, *model.weights, precision.dtype, pool);
+  absl::StatusOr<LlamaWeights> weights = LoadLlamaWeights(
+      model.config, *model.weights, precision.dtype, pool, precision.keep_quantized);
   ASSERT_TRUE(weights.ok()) << weights.status();
   float max_error = 0.0f;
   for (const GoldenRun& run : runs) {
@@ -176,6 +181,7 @@ TEST(GoldenTest, SmolLm2GgufMatchesTransformers) {
   const std::string fixture = std::string(LOOM_FIXTURES_DIR) + "/smollm2/golden.json";
   CheckModel(*model, fixture, kFloat32);
   CheckModel(*model, fixture, kBFloat16);
+  CheckModel(*model, fixture, kAutoQuantized);
 }
 
 class TinyGoldenTest : public testing::TestWithParam<std::string> {};

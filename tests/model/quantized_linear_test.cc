@@ -1,0 +1,247 @@
+// Linear weights kept in ggml blocks (dtype auto on the CPU): which weights
+// stay quantized, and that the forward pass then gives exactly the float32
+// executor's results on the dequantized weights.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/cpu_executor.h"
+#include "model/dummy_weights.h"
+#include "model/gguf_quant.h"
+#include "model/llama_forward_weights.h"
+#include "model/model.h"
+#include "tests/model/fixture_util.h"
+
+namespace loom {
+namespace {
+
+ModelConfig TinyConfig() {
+  ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.vocab_size = 97;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 256;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+// Every 2-D tensor whose name `type_of` maps to a quantized type is stored
+// quantized (as a GGUF would hold it); the rest is copied as is.
+std::unique_ptr<WeightStore> Quantized(const WeightStore& src,
+                                       const std::function<DType(const std::string&)>& type_of) {
+  auto out = std::make_unique<WeightStore>();
+  for (const std::string& name : src.Names()) {
+    Tensor t = *src.Find(name);
+    const DType type = t.shape.size() == 2 ? type_of(name) : DType::kF32;
+    std::vector<float> values(t.num_elements());
+    std::memcpy(values.data(), t.data.data(), values.size() * sizeof(float));
+    std::span<std::byte> data =
+        out->Allocate(type == DType::kF32 ? t.data.size()
+                                          : t.num_elements() / kQuantBlock * DTypeBlockBytes(type));
+    switch (type) {
+      case DType::kQ8_0:
+        QuantizeQ8_0(values, data);
+        break;
+      case DType::kQ4_0:
+        QuantizeQ4_0(values, data);
+        break;
+      case DType::kQ4_1:
+        QuantizeQ4_1(values, data);
+        break;
+      default:
+        std::memcpy(data.data(), t.data.data(), data.size());
+        break;
+    }
+    t.dtype = type;
+    t.data = data;
+    EXPECT_TRUE(out->Add(std::move(t)).ok()) << name;
+  }
+  return out;
+}
+
+bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// Mixed on purpose: layer 1's q/k/v parts differ, so its fused qkv cannot stay
+// in one block type and falls back to bfloat16.
+DType MixedType(const std::string& name) {
+  if (Contains(name, "layers.1.self_attn.k_proj")) return DType::kQ8_0;
+  if (Contains(name, "self_attn.q_proj") || Contains(name, "self_attn.k_proj") ||
+      Contains(name, "self_attn.v_proj")) {
+    return Contains(name, "layers.0.") ? DType::kQ4_0 : DType::kQ4_1;
+  }
+  if (Contains(name, "o_proj")) return DType::kQ4_0;
+  if (Contains(name, "gate_proj") || Contains(name, "up_proj")) return DType::kQ4_1;
+  return DType::kQ8_0;  // down_proj, lm_head, embed_tokens
+}
+
+// One block type per fused weight: every linear weight stays quantized.
+DType UniformType(const std::string& name) {
+  if (Contains(name, "self_attn")) return Contains(name, "o_proj") ? DType::kQ4_0 : DType::kQ4_1;
+  if (Contains(name, "gate_proj") || Contains(name, "up_proj")) return DType::kQ4_1;
+  return DType::kQ8_0;
+}
+
+TEST(QuantizedLinearTest, KeepsBlocksOfWeightsInOneBlockType) {
+  const ModelConfig c = TinyConfig();
+  const std::unique_ptr<WeightStore> f32 = MakeDummyWeights(c, DType::kF32, 5);
+  const std::unique_ptr<WeightStore> store = Quantized(*f32, MixedType);
+  kernels::cpu::ThreadPool pool(2);
+
+  absl::StatusOr<LlamaWeights> w = LoadLlamaWeights(c, *store, LinearDType::kBFloat16, pool, true);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->layers[0].qkv.dtype, LinearDType::kQ4_0);
+  EXPECT_EQ(w->layers[1].qkv.dtype, LinearDType::kBFloat16);
+  EXPECT_EQ(w->layers[1].qkv.bf16.size(), 128u * 64u);
+  for (const LlamaLayerWeights& l : w->layers) {
+    EXPECT_EQ(l.o_proj.dtype, LinearDType::kQ4_0);
+    EXPECT_EQ(l.gate_up.dtype, LinearDType::kQ4_1);
+    EXPECT_EQ(l.gate_up.n, 2 * 96);
+    EXPECT_EQ(l.gate_up.quant.size(), 2u * 96 * 64 / 32 * sizeof(BlockQ4_1));
+    EXPECT_TRUE(l.gate_up.bf16.empty());
+    EXPECT_EQ(l.down.dtype, LinearDType::kQ8_0);
+    EXPECT_EQ(l.down.quant.size(), 64u * 96 / 32 * sizeof(BlockQ8_0));
+  }
+  EXPECT_EQ(w->lm_head.dtype, LinearDType::kQ8_0);
+  // The embedding table is looked up a few rows at a time: float32 whatever the file holds.
+  std::vector<float> embed(static_cast<size_t>(c.vocab_size) * c.hidden_size);
+  store->ToFloat32(**store->Get("model.embed_tokens.weight"), embed);
+  EXPECT_EQ(w->embed, embed);
+
+  absl::StatusOr<LlamaWeights> exact = LoadLlamaWeights(c, *store, LinearDType::kFloat32, pool);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->layers[0].qkv.dtype, LinearDType::kFloat32);
+  EXPECT_EQ(exact->lm_head.dtype, LinearDType::kFloat32);
+  EXPECT_LT(w->NumBytes(), exact->NumBytes() / 3);
+
+  // Float weights are not affected by keep_quantized.
+  absl::StatusOr<LlamaWeights> plain =
+      LoadLlamaWeights(c, *f32, LinearDType::kBFloat16, pool, true);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->layers[0].qkv.dtype, LinearDType::kBFloat16);
+  EXPECT_EQ(plain->lm_head.dtype, LinearDType::kBFloat16);
+}
+
+std::unique_ptr<CpuExecutor> MakeExecutor(const LoadedModel& model, const char* dtype) {
+  ExecutorOptions options;
+  options.device = "cpu";
+  options.dtype = dtype;
+  options.block_size = 4;
+  options.kv_cache_bytes = 8 << 20;
+  options.threads = 2;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> e = CpuExecutor::Create(model, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *std::move(e) : nullptr;
+}
+
+// Prefill of two prompts together (the matmul's widening path), decodes of
+// both (a few rows: the in-register path), then decodes of one alone.
+std::vector<StepResult> RunSteps(Executor& e) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.num_logprobs = 5;
+  std::vector<std::vector<int32_t>> tokens = {{3, 14, 15, 92, 65, 35, 89},
+                                              {2, 71, 82, 81, 82, 84, 59, 4, 52, 35, 36, 2}};
+  std::vector<std::vector<int32_t>> blocks(2);
+  std::vector<int32_t> computed(2, 0);
+  std::vector<StepResult> results;
+  int32_t next_block = 1;
+  auto step = [&](std::vector<int> which) {
+    StepPlan plan;
+    for (int s : which) {
+      while (static_cast<int32_t>(blocks[s].size()) * 4 < static_cast<int32_t>(tokens[s].size())) {
+        blocks[s].push_back(next_block++);
+      }
+      ScheduledSeq seq;
+      seq.seq_id = s;
+      seq.all_token_ids = tokens[s];
+      seq.num_prompt_tokens = 1;
+      seq.num_computed_tokens = computed[s];
+      seq.num_scheduled_tokens = static_cast<int32_t>(tokens[s].size()) - computed[s];
+      seq.block_table = blocks[s];
+      seq.sample = true;
+      seq.sampling = &greedy;
+      plan.num_scheduled_tokens += seq.num_scheduled_tokens;
+      plan.seqs.push_back(seq);
+    }
+    absl::StatusOr<StepResult> r = e.Execute(plan);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return;
+    for (size_t i = 0; i < which.size(); ++i) {
+      computed[which[i]] = static_cast<int32_t>(tokens[which[i]].size());
+      tokens[which[i]].push_back(r->sampled[i].token_id);
+    }
+    results.push_back(*std::move(r));
+  };
+  step({0, 1});
+  for (int i = 0; i < 6; ++i) step({0, 1});
+  for (int i = 0; i < 4; ++i) step({0});
+  return results;
+}
+
+TEST(QuantizedLinearTest, ExecutorEqualsFloat32OnDequantizedWeights) {
+  LoadedModel model;
+  model.config = TinyConfig();
+  model.weights = Quantized(*MakeDummyWeights(model.config, DType::kF32, 6), UniformType);
+  model.max_model_len = 256;
+  const std::unique_ptr<CpuExecutor> quantized = MakeExecutor(model, "auto");
+  const std::unique_ptr<CpuExecutor> exact = MakeExecutor(model, "float32");
+  ASSERT_NE(quantized, nullptr);
+  ASSERT_NE(exact, nullptr);
+  EXPECT_EQ(quantized->weights().layers[1].qkv.dtype, LinearDType::kQ4_1);
+  EXPECT_EQ(quantized->weights().layers[1].o_proj.dtype, LinearDType::kQ4_0);
+  EXPECT_EQ(quantized->weights().lm_head.dtype, LinearDType::kQ8_0);
+  EXPECT_EQ(quantized->Geometry().dtype, "bfloat16");
+  EXPECT_EQ(exact->Geometry().dtype, "float32");
+
+  const std::vector<StepResult> got = RunSteps(*quantized);
+  const std::vector<StepResult> want = RunSteps(*exact);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t step = 0; step < got.size(); ++step) {
+    ASSERT_EQ(got[step].sampled.size(), want[step].sampled.size());
+    for (size_t i = 0; i < got[step].sampled.size(); ++i) {
+      const SampledToken& g = got[step].sampled[i];
+      const SampledToken& w = want[step].sampled[i];
+      SCOPED_TRACE(::testing::Message() << "step " << step << " seq " << g.seq_id);
+      EXPECT_EQ(g.token_id, w.token_id);
+      EXPECT_EQ(g.logprob, w.logprob);
+      ASSERT_EQ(g.top.size(), w.top.size());
+      for (size_t t = 0; t < g.top.size(); ++t) {
+        EXPECT_EQ(g.top[t].token_id, w.top[t].token_id);
+        EXPECT_EQ(g.top[t].logprob, w.top[t].logprob);
+      }
+    }
+  }
+}
+
+// The default GGUF (Q4_1 layers, Q8_0 tied embedding) keeps every linear
+// weight in its blocks with dtype auto: 4x fewer bytes than bfloat16.
+TEST(QuantizedLinearTest, DefaultGgufKeepsItsBlocks) {
+  const std::string path = testing::DefaultGgufIfPresent();
+  if (path.empty()) GTEST_SKIP() << "default model missing: run scripts/setup";
+  ModelLoadOptions options;
+  options.path = path;
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::unique_ptr<CpuExecutor> e = MakeExecutor(**model, "auto");
+  ASSERT_NE(e, nullptr);
+  const LlamaWeights& w = e->weights();
+  for (const LlamaLayerWeights& l : w.layers) {
+    EXPECT_EQ(l.qkv.dtype, LinearDType::kQ4_1);
+    EXPECT_EQ(l.o_proj.dtype, LinearDType::kQ4_1);
+    EXPECT_EQ(l.gate_up.dtype, LinearDType::kQ4_1);
+    EXPECT_EQ(l.down.dtype, LinearDType::kQ4_1);
+  }
+  EXPECT_EQ(w.lm_head.dtype, LinearDType::kQ8_0);
+}
+
+}  // namespace
+}  // namespace loom
