@@ -8,29 +8,6 @@
 
 namespace loom {
 
-// The engine holds the sink, possibly beyond the reactor's life: OnDone
-// detaches it so that a late Push finds no reactor instead of a freed one.
-class GenerateStreamReactor::Sink final : public OutputSink {
- public:
-  explicit Sink(GenerateStreamReactor* reactor) : reactor_(reactor) {}
-
-  void Push(RequestOutput output) override {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ != nullptr) {
-      reactor_->OnOutput(std::move(output));
-    }
-  }
-
-  void Detach() {
-    const std::lock_guard<std::mutex> lock(mu_);
-    reactor_ = nullptr;
-  }
-
- private:
-  std::mutex mu_;
-  GenerateStreamReactor* reactor_ ABSL_GUARDED_BY(mu_);
-};
-
 GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
                                              const RpcRecorder& recorder, RequestParams params)
     : backend_(backend),

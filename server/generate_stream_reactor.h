@@ -14,6 +14,7 @@
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
 #include "server/generation_backend.h"
+#include "server/reactor_sink.h"
 #include "server/rpc_recorder.h"
 #include "server/stream_coalescer.h"
 
@@ -30,7 +31,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   void OnDone() override;
 
  private:
-  class Sink;
+  using Sink = ReactorSink<GenerateStreamReactor>;
+  friend Sink;
 
   // What to do next, decided under mu_ and carried out after releasing it.
   enum class Action { kNone, kWrite, kFinish };

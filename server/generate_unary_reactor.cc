@@ -9,29 +9,6 @@
 
 namespace loom {
 
-// See GenerateStreamReactor::Sink: detached in OnDone so that the engine
-// never reaches a freed reactor.
-class GenerateUnaryReactor::Sink final : public OutputSink {
- public:
-  explicit Sink(GenerateUnaryReactor* reactor) : reactor_(reactor) {}
-
-  void Push(RequestOutput output) override {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ != nullptr) {
-      reactor_->OnOutput(std::move(output));
-    }
-  }
-
-  void Detach() {
-    const std::lock_guard<std::mutex> lock(mu_);
-    reactor_ = nullptr;
-  }
-
- private:
-  std::mutex mu_;
-  GenerateUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);
-};
-
 GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const RpcRecorder& recorder,
                                            RequestParams params, v1::GenerateResponse* response)
     : backend_(backend),

@@ -13,6 +13,7 @@
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
 #include "server/generation_backend.h"
+#include "server/reactor_sink.h"
 #include "server/rpc_recorder.h"
 
 namespace loom {
@@ -27,7 +28,8 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override;
 
  private:
-  class Sink;
+  using Sink = ReactorSink<GenerateUnaryReactor>;
+  friend Sink;
   void OnOutput(RequestOutput output);
   void FinishWith(const absl::Status& status);
 

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "model/dummy_weights.h"
+#include "tests/model/hand_plan.h"
 
 namespace loom {
 namespace {
@@ -53,50 +54,18 @@ std::unique_ptr<CpuExecutor> MakeExecutor(const LoadedModel& model, int threads 
   return *std::move(e);
 }
 
-// A sequence driven by hand: its tokens, its blocks (handed out in order by
-// the test), and how much of it is in the cache.
-struct Seq {
-  int64_t id = 0;
-  std::vector<int32_t> tokens;
-  int32_t num_prompt = 0;
-  int32_t computed = 0;
-  std::vector<int32_t> blocks;
-  SamplingParams sampling;
-};
+using Seq = testing::HandSeq;
 
 class Driver {
  public:
   explicit Driver(Executor& e) : e_(e), block_size_(e.Geometry().block_size) {}
 
   // Schedules `n` tokens of each seq (all remaining when n = 0), samples at the end.
-  StepResult Step(std::vector<Seq*> seqs, int32_t n = 0) {
-    StepPlan plan;
-    for (Seq* s : seqs) {
-      const int32_t remaining = static_cast<int32_t>(s->tokens.size()) - s->computed;
-      const int32_t count = n == 0 ? remaining : std::min(n, remaining);
-      while (static_cast<int32_t>(s->blocks.size()) * block_size_ < s->computed + count) {
-        s->blocks.push_back(next_block_++);
-      }
-      ScheduledSeq ss;
-      ss.seq_id = s->id;
-      ss.all_token_ids = s->tokens;
-      ss.num_prompt_tokens = s->num_prompt;
-      ss.num_computed_tokens = s->computed;
-      ss.num_scheduled_tokens = count;
-      ss.block_table = s->blocks;
-      ss.sample = s->computed + count == static_cast<int32_t>(s->tokens.size());
-      ss.sampling = &s->sampling;
-      plan.seqs.push_back(ss);
-      plan.num_scheduled_tokens += count;
-    }
+  StepResult Step(const std::vector<Seq*>& seqs, int32_t n = 0) {
+    const StepPlan plan = testing::PlanTokens(seqs, n, block_size_, next_block_);
     absl::StatusOr<StepResult> r = e_.Execute(plan);
     EXPECT_TRUE(r.ok()) << r.status();
-    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->computed += plan.seqs[i].num_scheduled_tokens;
-    for (const SampledToken& t : r->sampled) {
-      for (Seq* s : seqs) {
-        if (s->id == t.seq_id) s->tokens.push_back(t.token_id);
-      }
-    }
+    testing::ApplyStep(seqs, plan, *r);
     return *r;
   }
 

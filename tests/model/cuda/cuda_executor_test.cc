@@ -20,6 +20,7 @@
 #include "model/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "tests/kernels/cuda/gpu_test_util.h"
+#include "tests/model/hand_plan.h"
 
 namespace loom {
 namespace {
@@ -30,14 +31,7 @@ constexpr float kLogprobAtol = 0.08f;
 constexpr float kMargin = 0.25f;
 constexpr int32_t kBlockSize = 16;
 
-struct Seq {
-  int64_t id = 0;
-  std::vector<int32_t> tokens;
-  int32_t num_prompt = 0;
-  int32_t computed = 0;
-  std::vector<int32_t> blocks;
-  SamplingParams sampling;
-};
+using Seq = testing::HandSeq;
 
 std::vector<std::vector<int32_t>> GoldenPrompts(const std::string& dir) {
   std::ifstream in(dir + "/golden.json");
@@ -56,31 +50,12 @@ class Pair {
   // Schedules up to n tokens of each seq (all remaining when n = 0) on both
   // executors, compares, and appends the CPU's token.
   void Step(const std::vector<Seq*>& seqs, int32_t n = 0) {
-    StepPlan plan;
-    for (Seq* s : seqs) {
-      const int32_t remaining = static_cast<int32_t>(s->tokens.size()) - s->computed;
-      const int32_t count = n == 0 ? remaining : std::min(n, remaining);
-      while (static_cast<int32_t>(s->blocks.size()) * kBlockSize < s->computed + count) {
-        s->blocks.push_back(next_block_++);
-      }
-      ScheduledSeq ss;
-      ss.seq_id = s->id;
-      ss.all_token_ids = s->tokens;
-      ss.num_prompt_tokens = s->num_prompt;
-      ss.num_computed_tokens = s->computed;
-      ss.num_scheduled_tokens = count;
-      ss.block_table = s->blocks;
-      ss.sample = s->computed + count == static_cast<int32_t>(s->tokens.size());
-      ss.sampling = &s->sampling;
-      plan.seqs.push_back(ss);
-      plan.num_scheduled_tokens += count;
-    }
+    const StepPlan plan = testing::PlanTokens(seqs, n, kBlockSize, next_block_);
     absl::StatusOr<StepResult> want = cpu_.Execute(plan);
     absl::StatusOr<StepResult> got = gpu_.Execute(plan);
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->sampled.size(), want->sampled.size());
-    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->computed += plan.seqs[i].num_scheduled_tokens;
     for (size_t i = 0; i < want->sampled.size(); ++i) {
       const SampledToken& w = want->sampled[i];
       const SampledToken& g = got->sampled[i];
@@ -102,10 +77,8 @@ class Pair {
       }
       EXPECT_NEAR(g.top[0].logprob, w.top[0].logprob, kLogprobAtol);
       ++compared_;
-      for (Seq* s : seqs) {
-        if (s->id == w.seq_id) s->tokens.push_back(w.token_id);
-      }
     }
+    testing::ApplyStep(seqs, plan, *want);  // both continue with the CPU's tokens
   }
   int compared() const { return compared_; }
 

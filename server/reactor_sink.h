@@ -1,0 +1,37 @@
+// The OutputSink a Generate reactor hands to the engine. The engine holds it,
+// possibly beyond the reactor's life: the reactor's OnDone detaches it, so a
+// late Push finds no reactor instead of a freed one.
+#pragma once
+
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "engine/request_output.h"
+
+namespace loom {
+
+// Reactor must befriend ReactorSink<Reactor> and have OnOutput(RequestOutput).
+template <typename Reactor>
+class ReactorSink final : public OutputSink {
+ public:
+  explicit ReactorSink(Reactor* reactor) : reactor_(reactor) {}
+
+  void Push(RequestOutput output) override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (reactor_ != nullptr) {
+      reactor_->OnOutput(std::move(output));
+    }
+  }
+
+  void Detach() {
+    const std::lock_guard<std::mutex> lock(mu_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace loom
