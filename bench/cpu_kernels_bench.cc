@@ -14,6 +14,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/matmul_bf16.h"
+#include "kernels/cpu/matmul_quant.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/rms_norm.h"
@@ -97,9 +98,43 @@ void BM_MatmulBf16(benchmark::State& state) {
 BENCHMARK(BM_MatmulBf16)
     ->Args({1, 1536, 576})
     ->Args({16, 1536, 576})
+    ->Args({1, 576, 576})
+    ->Args({16, 576, 576})
     ->Args({1, 49152, 576})
     ->Args({16, 49152, 576})
     ->Args({512, 1536, 576})
+    ->UseRealTime();
+
+// The same shapes with W in ggml blocks (the CPU executor's dtype auto on a
+// quantized GGUF: SmolLM2's Q4_1 layers and Q8_0 tied lm_head). Third
+// argument: 0 = Q8_0, 1 = Q4_0, 2 = Q4_1.
+void BM_MatmulQuant(benchmark::State& state) {
+  const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto type = static_cast<kc::QuantType>(state.range(3));
+  state.SetLabel(kc::QuantTypeName(type));
+  const std::vector<float> x = Random(static_cast<size_t>(m) * k, 1);
+  const int64_t blocks = static_cast<int64_t>(n) * k / kernels::kQuantBlock;
+  std::vector<std::byte> w(blocks * kc::QuantBlockBytes(type));
+  std::mt19937 rng(2);
+  for (std::byte& b : w) b = static_cast<std::byte>(rng());
+  for (int64_t i = 0; i < blocks; ++i) {
+    // Finite scales: fp16 0.01 (and offset -0.08 for Q4_1).
+    const uint16_t scales[2] = {0x211f, 0xad1f};
+    std::memcpy(w.data() + i * kc::QuantBlockBytes(type), scales,
+                type == kc::QuantType::kQ4_1 ? 4 : 2);
+  }
+  std::vector<float> y(static_cast<size_t>(m) * n);
+  for (auto _ : state) {
+    kc::MatmulQuant({x.data(), w.data(), type, nullptr, y.data(), m, n, k, k, n}, Pool());
+  }
+  SetRates(state, 2.0 * m * n * k, static_cast<double>(w.size()) + 4.0 * (m * k + m * n));
+}
+BENCHMARK(BM_MatmulQuant)
+    ->ArgsProduct({{1, 16}, {1536, 576}, {576}, {2}})
+    ->ArgsProduct({{1, 16}, {49152}, {576}, {0}})
+    ->Args({1, 1536, 576, 0})
+    ->Args({1, 1536, 576, 1})
+    ->Args({512, 1536, 576, 2})
     ->UseRealTime();
 
 void BM_RmsNorm(benchmark::State& state) {
@@ -222,7 +257,8 @@ void BM_Decode(benchmark::State& state) {
     return;
   }
   const int32_t batch = state.range(0);
-  const char* dtypes[] = {"bfloat16", "float32"};
+  // auto keeps the GGUF's Q4_1 / Q8_0 blocks.
+  const char* dtypes[] = {"bfloat16", "float32", "auto"};
   const int32_t prompt = 64, max_len = 320, bs = 16;
   ExecutorOptions options;
   options.device = "cpu";
@@ -281,6 +317,8 @@ BENCHMARK(BM_Decode)
     ->Args({16, 0})
     ->Args({1, 1})
     ->Args({16, 1})
+    ->Args({1, 2})
+    ->Args({16, 2})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(5);
