@@ -4,6 +4,7 @@
 #ifndef LOOM_SCHEDULER_REQUEST_H_
 #define LOOM_SCHEDULER_REQUEST_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -49,7 +50,7 @@ struct SeqKey {
   }
 };
 
-enum class SeqState {
+enum class SeqState : uint8_t {
   kPending,   // a further sample waiting for the first one to compute the prompt
   kWaiting,   // in the waiting queue, holding no blocks
   kRunning,   // holds blocks; scheduled every step the budget allows
@@ -58,21 +59,32 @@ enum class SeqState {
 
 struct Request;
 
-// Fields read every step come first, copied from the request where that
-// spares a step from touching the request at all. Cache-line aligned: the
-// first line holds everything planning a step reads, the second the stopping
-// rules.
+// A step walks thousands of these, so the record is cache-line aligned and its
+// first line holds everything a step reads for a running sequence: planning
+// (progress, tokens, block table) and, in the common case, stopping (the
+// bounds below and the EOS flag; the full StopRules live in the second line
+// and are read only when the sample has stop token ids).
 struct alignas(64) Sequence {
   int64_t seq_id = 0;
   int32_t num_computed_tokens = 0;
   int32_t num_prompt_tokens = 0;
-  SeqState state = SeqState::kPending;
-  uint32_t index = 0;
   // The prompt followed by this sample's generated tokens.
   std::vector<int32_t> token_ids;
-  // The cache's block table for this sequence, mirrored from what
-  // AllocateSlots and Fork report, so that a plan needs no table lookups.
-  std::vector<BlockId> block_table;
+  // The cache's block table for this sequence (KvCacheManager::BlockTable),
+  // refreshed after every cache call that changes it, so that a plan needs no
+  // table lookups; null while it holds no blocks.
+  const BlockId* block_table = nullptr;
+  int32_t num_blocks_held = 0;
+  SeqState state = SeqState::kPending;
+  uint8_t index = 0;  // sample index, < kMaxSamplesPerRequest
+  bool ignore_eos = false;
+  bool has_stop_token_ids = false;
+  // Stop rules can end the sample only once it has min_stop_len tokens
+  // (prompt + min_tokens); it ends at max_len tokens (prompt + max_tokens,
+  // capped by max_model_len) at the latest.
+  int32_t min_stop_len = 0;
+  int32_t max_len = 0;
+
   StopRules stop;
   std::string_view cache_salt;  // the request's
   // Under reserve admission: blocks it may still take (its reservation minus
@@ -82,17 +94,20 @@ struct alignas(64) Sequence {
   SeqKey key;
   SamplingParams sampling;  // with this sample's seed
 
-  // From seq_id, which shares the first cache line with the per-step fields.
   [[nodiscard]] RequestHandle handle() const {
     return static_cast<RequestHandle>(seq_id / kMaxSamplesPerRequest);
   }
   [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
-  [[nodiscard]] int32_t num_blocks_held() const { return static_cast<int32_t>(block_table.size()); }
+  [[nodiscard]] std::span<const BlockId> blocks() const {
+    return {block_table, static_cast<size_t>(num_blocks_held)};
+  }
   [[nodiscard]] CacheRequest cache_request() const {
     return CacheRequest{.seq_id = seq_id, .token_ids = token_ids, .cache_salt = cache_salt};
   }
 };
+static_assert(offsetof(Sequence, max_len) + sizeof(int32_t) <= 64,
+              "a step's fields must stay in the first cache line");
 
 struct Request {
   RequestHandle handle = 0;

@@ -21,7 +21,7 @@ constexpr size_t kPrefetchDistance = 8;
 bool DecodeCallsCache(const Sequence& seq, int32_t block_size) {
   const int32_t end = seq.num_computed_tokens + 1;
   return seq.state == SeqState::kRunning && seq.num_uncomputed_tokens() == 1 &&
-         (end % block_size == 0 || end > seq.num_blocks_held() * block_size);
+         (end % block_size == 0 || end > seq.num_blocks_held * block_size);
 }
 
 // The record's first two cache lines hold every field a step reads (its
@@ -114,7 +114,11 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
     const auto index = static_cast<uint32_t>(i);
     seq->seq_id = static_cast<int64_t>(handle) * kMaxSamplesPerRequest + i;
     seq->num_prompt_tokens = num_prompt_tokens;
-    seq->index = index;
+    seq->index = static_cast<uint8_t>(index);
+    seq->ignore_eos = request->stopping.ignore_eos;
+    seq->has_stop_token_ids = !request->stopping.stop_token_ids.empty();
+    seq->min_stop_len = num_prompt_tokens + request->stopping.min_tokens;
+    seq->max_len = max_seq_len;
     seq->stop = StopRules::From(request->stopping);
     seq->cache_salt = request->cache_salt;
     seq->request = request.get();
@@ -206,7 +210,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
     // Most decodes fit in the last block held and fill no block: for the
     // cache such a call has nothing to allocate and no full block to hash.
     const int32_t end = seq.num_computed_tokens + num_new;
-    if (end <= seq.num_blocks_held() * block_size_ &&
+    if (end <= seq.num_blocks_held * block_size_ &&
         end / block_size_ == seq.num_computed_tokens / block_size_) {
       AddToPlan(seq, num_new, plan);
       budget -= num_new;
@@ -218,7 +222,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       std::optional<std::span<const BlockId>> blocks =
           cache_->AllocateSlots(req, seq.num_computed_tokens, num_new);
       if (blocks.has_value()) {
-        seq.block_table.insert(seq.block_table.end(), blocks->begin(), blocks->end());
+        RefreshBlocks(seq);
         UpdateReservation(seq);
         break;
       }
@@ -284,8 +288,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     seq.state = SeqState::kRunning;
     ++num_running_;
     seq.num_computed_tokens = hit.num_computed_tokens;
-    seq.block_table = std::move(hit.blocks);
-    seq.block_table.insert(seq.block_table.end(), blocks->begin(), blocks->end());
+    RefreshBlocks(seq);
     num_running_decodes_ += IsDecode(seq);
     UpdateReservation(seq);
     HoldPendingSlots(request);
@@ -311,7 +314,7 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
   planned.num_computed_tokens = seq.num_computed_tokens;
   planned.num_scheduled_tokens = num_new_tokens;
   planned.sample = seq.num_computed_tokens + num_new_tokens == seq.num_tokens();
-  planned.block_table = seq.block_table;  // final: a sequence allocates once a step
+  planned.block_table = seq.blocks();  // final: a sequence allocates once a step
   planned.sampling = planned.sample ? &seq.sampling : nullptr;
   plan.num_scheduled_tokens += num_new_tokens;
   scheduled_.push_back(&seq);
@@ -410,8 +413,7 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
                                        .logprob = sampled.logprob,
                                        .top = sampled.top});
   std::string stop_reason;
-  const FinishReason reason = CheckStop(seq.token_ids, seq.num_prompt_tokens, seq.stop,
-                                        config_.eos_token_ids, max_model_len_, &stop_reason);
+  const FinishReason reason = CheckSeqStop(seq, &stop_reason);
   if (reason == FinishReason::kNone) {
     return;
   }
@@ -437,8 +439,7 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
     }
     cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
     child->num_computed_tokens = num_shared_blocks * block_size_;
-    child->block_table.assign(parent.block_table.begin(),
-                              parent.block_table.begin() + num_shared_blocks);
+    RefreshBlocks(*child);
     child->state = SeqState::kRunning;
     ++num_running_;
     num_running_decodes_ += IsDecode(*child);
@@ -613,7 +614,7 @@ void Scheduler::UpdateReservation(Sequence& seq) {
   if (config_.admission != AdmissionPolicy::kReserve) {
     return;
   }
-  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
+  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held);
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;
 }
@@ -621,7 +622,8 @@ void Scheduler::UpdateReservation(Sequence& seq) {
 void Scheduler::ClearReservation(Sequence& seq) {
   num_reserved_blocks_ -= seq.num_blocks_reserved;
   seq.num_blocks_reserved = 0;
-  seq.block_table.clear();
+  seq.block_table = nullptr;
+  seq.num_blocks_held = 0;
 }
 
 void Scheduler::CheckInvariants() const {
@@ -658,6 +660,27 @@ void Scheduler::CheckInvariants() const {
   LOOM_SCHEDULER_CHECK(num_decodes == num_running_decodes_)
       << num_decodes << " running decodes; the counter says " << num_running_decodes_;
   LOOM_SCHEDULER_CHECK(num_waiting == waiting_.size());
+}
+
+FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reason) const {
+  if (seq.has_stop_token_ids) {
+    return CheckStop(seq.token_ids, seq.num_prompt_tokens, seq.stop, config_.eos_token_ids,
+                     max_model_len_, stop_reason);
+  }
+  // CheckStop without stop token ids, from the record's first cache line.
+  const int32_t num_tokens = seq.num_tokens();
+  if (num_tokens >= seq.min_stop_len && !seq.ignore_eos &&
+      std::ranges::find(config_.eos_token_ids, seq.token_ids.back()) !=
+          config_.eos_token_ids.end()) {
+    return FinishReason::kStop;
+  }
+  return num_tokens >= seq.max_len ? FinishReason::kLength : FinishReason::kNone;
+}
+
+void Scheduler::RefreshBlocks(Sequence& seq) const {
+  const std::span<const BlockId> table = cache_->BlockTable(seq.seq_id);
+  seq.block_table = table.data();
+  seq.num_blocks_held = static_cast<int32_t>(table.size());
 }
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {

@@ -189,6 +189,10 @@ class Scheduler {
   void ForkSiblings(Request& request, std::vector<Sequence*>& forked);
   // Appends a sampled token and applies the token-based stopping rules.
   void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
+  // CheckStop for the sequence's last token.
+  FinishReason CheckSeqStop(const Sequence& seq, std::string* stop_reason) const;
+  // Points seq's block table at the cache's, after a call that changed it.
+  void RefreshBlocks(Sequence& seq) const;
   void ExpireDeadlines(absl::Time now);
 
   // Moves a running sequence back to the waiting queue, freeing its blocks.
