@@ -58,6 +58,9 @@ class Parser {
   absl::Status ParseStatement(NodeList& nodes, const std::string& keyword);
 
   absl::StatusOr<ExprPtr> ParseExpression();
+  // A left-associative chain `operand (op operand)*` of a keyword operator.
+  absl::StatusOr<ExprPtr> ParseKeywordChain(std::string_view op,
+                                            absl::StatusOr<ExprPtr> (Parser::*operand)());
   absl::StatusOr<ExprPtr> ParseOr();
   absl::StatusOr<ExprPtr> ParseAnd();
   absl::StatusOr<ExprPtr> ParseNot();
@@ -239,13 +242,14 @@ absl::StatusOr<ExprPtr> Parser::ParseExpression() {
   return e;
 }
 
-absl::StatusOr<ExprPtr> Parser::ParseOr() {
-  absl::StatusOr<ExprPtr> left = ParseAnd();
-  while (left.ok() && IsName("or")) {
+absl::StatusOr<ExprPtr> Parser::ParseKeywordChain(std::string_view op,
+                                                  absl::StatusOr<ExprPtr> (Parser::*operand)()) {
+  absl::StatusOr<ExprPtr> left = (this->*operand)();
+  while (left.ok() && IsName(op)) {
     Next();
-    absl::StatusOr<ExprPtr> right = ParseAnd();
+    absl::StatusOr<ExprPtr> right = (this->*operand)();
     if (!right.ok()) return right.status();
-    ExprPtr e = MakeExpr(Expr::Kind::kBinary, "or");
+    ExprPtr e = MakeExpr(Expr::Kind::kBinary, std::string(op));
     e->args.push_back(*std::move(left));
     e->args.push_back(*std::move(right));
     left = std::move(e);
@@ -253,19 +257,9 @@ absl::StatusOr<ExprPtr> Parser::ParseOr() {
   return left;
 }
 
-absl::StatusOr<ExprPtr> Parser::ParseAnd() {
-  absl::StatusOr<ExprPtr> left = ParseNot();
-  while (left.ok() && IsName("and")) {
-    Next();
-    absl::StatusOr<ExprPtr> right = ParseNot();
-    if (!right.ok()) return right.status();
-    ExprPtr e = MakeExpr(Expr::Kind::kBinary, "and");
-    e->args.push_back(*std::move(left));
-    e->args.push_back(*std::move(right));
-    left = std::move(e);
-  }
-  return left;
-}
+absl::StatusOr<ExprPtr> Parser::ParseOr() { return ParseKeywordChain("or", &Parser::ParseAnd); }
+
+absl::StatusOr<ExprPtr> Parser::ParseAnd() { return ParseKeywordChain("and", &Parser::ParseNot); }
 
 absl::StatusOr<ExprPtr> Parser::ParseNot() {
   if (!IsName("not")) return ParseCompare();

@@ -101,6 +101,34 @@ std::string Value::ToString() const {
   return Repr();
 }
 
+namespace {
+
+// A list as "[a, b]" or a dict as "{k: v, ...}", elements written by `element`
+// and keys appended by `key`.
+template <typename Element, typename Key>
+std::string FormatContainer(const Value& value, const Element& element, const Key& key) {
+  std::string out;
+  if (value.is_list()) {
+    out = "[";
+    for (size_t i = 0; i < value.list().size(); ++i) {
+      if (i > 0) out += ", ";
+      out += element(value.list()[i]);
+    }
+    return out + "]";
+  }
+  out = "{";
+  bool first = true;
+  for (const auto& [k, v] : value.dict()) {
+    if (!first) out += ", ";
+    first = false;
+    key(k, out);
+    absl::StrAppend(&out, ": ", element(v));
+  }
+  return out + "}";
+}
+
+}  // namespace
+
 std::string Value::Repr() const {
   if (is_undefined()) return "";
   if (is_none()) return "None";
@@ -108,23 +136,9 @@ std::string Value::Repr() const {
   if (is_int()) return absl::StrCat(as_int());
   if (is_float()) return FormatFloat(as_number());
   if (is_string()) return QuoteRepr(as_string());
-  std::string out;
-  if (is_list()) {
-    out = "[";
-    for (size_t i = 0; i < list().size(); ++i) {
-      if (i > 0) out += ", ";
-      out += list()[i].Repr();
-    }
-    return out + "]";
-  }
-  out = "{";
-  bool first = true;
-  for (const auto& [k, v] : dict()) {
-    if (!first) out += ", ";
-    first = false;
-    absl::StrAppend(&out, QuoteRepr(k), ": ", v.Repr());
-  }
-  return out + "}";
+  return FormatContainer(
+      *this, [](const Value& v) { return v.Repr(); },
+      [](const std::string& key, std::string& out) { out += QuoteRepr(key); });
 }
 
 std::string Value::ToJson() const {
@@ -137,23 +151,9 @@ std::string Value::ToJson() const {
     AppendJsonString(as_string(), out);
     return out;
   }
-  if (is_list()) {
-    out = "[";
-    for (size_t i = 0; i < list().size(); ++i) {
-      if (i > 0) out += ", ";
-      out += list()[i].ToJson();
-    }
-    return out + "]";
-  }
-  out = "{";
-  bool first = true;
-  for (const auto& [k, v] : dict()) {
-    if (!first) out += ", ";
-    first = false;
-    AppendJsonString(k, out);
-    absl::StrAppend(&out, ": ", v.ToJson());
-  }
-  return out + "}";
+  return FormatContainer(
+      *this, [](const Value& v) { return v.ToJson(); },
+      [](const std::string& key, std::string& out) { AppendJsonString(key, out); });
 }
 
 bool Value::Equals(const Value& other) const {
