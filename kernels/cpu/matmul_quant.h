@@ -1,4 +1,4 @@
-// y = x W^T with W kept in ggml's quantized blocks (Q8_0, Q4_0, Q4_1; 0.53 to
+// y = x W^T with W kept in ggml's quantized blocks (Q8_0, Q4_0, Q4_1; 0.56 to
 // 1.06 bytes per weight instead of bfloat16's 2, and weight bytes are what
 // bound decode on the CPU), x and y float32. Blocks are decoded to float32
 // exactly as the GGUF dequantizer does (in registers for a few rows of x, per
