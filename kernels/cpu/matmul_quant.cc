@@ -23,7 +23,14 @@ namespace {
 
 constexpr int kMr = 4;
 constexpr int kNr = 4;
-constexpr int64_t kRowsPerTask = 16;
+// Rows of W a task widens to float32 at once (kept in L1/L2 while every row of
+// x passes over them).
+constexpr int64_t kRowsPerSlice = 16;
+// Rows of W per parallel task: about n / threads, so that each thread streams
+// one long contiguous run of W (runs of 16 rows taken by the threads in turn
+// leave the hardware prefetchers behind: batch-1 decode of SmolLM2 measured
+// 2x slower), at most this many so that a thread the OS delays holds up little.
+constexpr int64_t kMaxRowsPerTask = 256;
 // From this many rows of x on, a task decodes its rows of W to float32 once and
 // runs the float32 tiles; below it the product is bound by reading W and the
 // tiles decode W in registers.
@@ -166,13 +173,14 @@ inline void Store(const Tile& t, int i, int j, float sum) {
 }
 
 // The tiles' rows of W are one contiguous run of NR * row_bytes, and the next
-// tile's rows follow: while a tile reads its block b, the same share of the
-// next tile is fetched, which the hardware prefetchers, seeing NR interleaved
-// streams of 20-34 byte steps, do too late (decode is bound by these reads).
+// tiles' rows follow: while a tile reads its block b, the same share of the
+// tile after next is fetched, which the hardware prefetchers, seeing NR
+// interleaved streams of 20-34 byte steps, do too late (decode is bound by
+// these reads).
 template <QuantType T, int NR>
 inline void PrefetchNextTile(const Tile& t, int b) {
   constexpr int64_t kStep = NR * kBlockBytes<T>;
-  const char* next = reinterpret_cast<const char*>(t.w + NR * t.row_bytes) + b * kStep;
+  const char* next = reinterpret_cast<const char*>(t.w + 2 * NR * t.row_bytes) + b * kStep;
   for (int64_t off = 0; off < kStep; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
 }
 
@@ -397,18 +405,24 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
   const auto* w = static_cast<const std::byte*>(p.w);
   const int blocks = p.k / kQuantBlock;
   const int64_t row_bytes = blocks * QuantBlockBytes(p.type);
+  const int64_t even = (p.n + pool.NumThreads() - 1) / pool.NumThreads();
+  const int64_t rows_per_task =
+      std::clamp<int64_t>((even + kNr - 1) / kNr * kNr, kRowsPerSlice, kMaxRowsPerTask);
   if (p.m >= kWidenMinRows) {
-    pool.Run(p.n, kRowsPerTask, [&](int64_t n_begin, int64_t n_end) {
+    pool.Run(p.n, rows_per_task, [&](int64_t n_begin, int64_t n_end) {
       thread_local std::vector<float> w_f32;
-      w_f32.resize(static_cast<size_t>(n_end - n_begin) * p.k);
-      kernels.dequant(w + n_begin * row_bytes, (n_end - n_begin) * blocks, w_f32.data());
-      MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + n_begin : nullptr, p.y + n_begin, p.m,
-                    static_cast<int32_t>(n_end - n_begin), p.k, p.ldx, p.ldy},
-                   level);
+      w_f32.resize(static_cast<size_t>(kRowsPerSlice) * p.k);
+      for (int64_t begin = n_begin; begin < n_end; begin += kRowsPerSlice) {
+        const int64_t rows = std::min(kRowsPerSlice, n_end - begin);
+        kernels.dequant(w + begin * row_bytes, rows * blocks, w_f32.data());
+        MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + begin : nullptr, p.y + begin, p.m,
+                      static_cast<int32_t>(rows), p.k, p.ldx, p.ldy},
+                     level);
+      }
     });
     return;
   }
-  pool.Run(p.n, kRowsPerTask, [&](int64_t n_begin, int64_t n_end) {
+  pool.Run(p.n, rows_per_task, [&](int64_t n_begin, int64_t n_end) {
     for (int64_t i = 0; i < p.m; i += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
       for (int64_t j = n_begin; j < n_end; j += kNr) {
