@@ -36,6 +36,7 @@ constexpr int64_t kMaxRowsPerTask = 256;
 // tiles decode W in registers.
 constexpr int32_t kWidenMinRows = 4;
 
+// The decoders' SIMD levels (F16C widens the fp16 scales).
 #define LOOM_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define LOOM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 
@@ -278,6 +279,8 @@ LOOM_AVX512 void DequantAvx512(const std::byte* w, int64_t blocks, float* out) {
 }
 
 #pragma GCC diagnostic pop
+#undef LOOM_AVX2
+#undef LOOM_AVX512
 
 using TileFn = void (*)(const Tile&);
 using DequantFn = void (*)(const std::byte*, int64_t, float*);
