@@ -2,7 +2,7 @@
 
 #include <span>
 
-#include "cache/check.h"
+#include "base/check.h"
 
 namespace loom {
 
@@ -11,19 +11,19 @@ BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
       blocks_(static_cast<size_t>(num_blocks)),
       free_queue_(num_blocks),
       index_(enable_caching ? num_blocks : 0) {
-  LOOM_CACHE_CHECK(num_blocks >= 1);
+  LOOM_CHECK(num_blocks >= 1);
   for (BlockId id = 1; id < num_blocks; ++id) {
     free_queue_.PushBack(id);
   }
 }
 
 size_t BlockPool::Checked(BlockId id) const {
-  LOOM_CACHE_CHECK(id > kNullBlockId && id < num_blocks());
+  LOOM_CHECK(id > kNullBlockId && id < num_blocks());
   return static_cast<size_t>(id);
 }
 
 void BlockPool::Allocate(int32_t n, std::vector<BlockId>* out) {
-  LOOM_CACHE_CHECK(n >= 0 && n <= NumFreeBlocks());
+  LOOM_CHECK(n >= 0 && n <= NumFreeBlocks());
   if (n == 0) {
     return;
   }
@@ -97,7 +97,7 @@ void BlockPool::Touch(BlockId id) {
 
 void BlockPool::Release(BlockId id) {
   Block& block = blocks_[Checked(id)];
-  LOOM_CACHE_CHECK(block.ref_cnt > 0);
+  LOOM_CHECK(block.ref_cnt > 0);
   if (--block.ref_cnt > 0) {
     return;
   }
@@ -112,12 +112,12 @@ void BlockPool::Release(BlockId id) {
 
 void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
   Block& block = blocks_[Checked(id)];
-  LOOM_CACHE_CHECK(block.ref_cnt > 0);
+  LOOM_CHECK(block.ref_cnt > 0);
   if (!enable_caching_) {
     return;
   }
   if (block.cached) {
-    LOOM_CACHE_CHECK(block.hash == hash);
+    LOOM_CHECK(block.hash == hash);
     return;
   }
   if (!index_.Insert(hash, id, HashOf())) {
@@ -147,15 +147,15 @@ void BlockPool::ResetPrefixCache() {
 void BlockPool::CheckInvariants() const {
   free_queue_.CheckInvariants();
   const Block& null_block = blocks_[kNullBlockId];
-  LOOM_CACHE_CHECK(null_block.ref_cnt == 0 && !null_block.cached);
-  LOOM_CACHE_CHECK(!free_queue_.Contains(kNullBlockId));
+  LOOM_CHECK(null_block.ref_cnt == 0 && !null_block.cached);
+  LOOM_CHECK(!free_queue_.Contains(kNullBlockId));
   int32_t used = 0;
   int32_t cached = 0;
   int32_t cached_free = 0;
   for (BlockId id = 1; id < num_blocks(); ++id) {
     const Block& block = blocks_[static_cast<size_t>(id)];
-    LOOM_CACHE_CHECK(block.ref_cnt >= 0);
-    LOOM_CACHE_CHECK((block.ref_cnt == 0) == free_queue_.Contains(id));
+    LOOM_CHECK(block.ref_cnt >= 0);
+    LOOM_CHECK((block.ref_cnt == 0) == free_queue_.Contains(id));
     if (block.ref_cnt > 0) {
       ++used;
     }
@@ -166,13 +166,13 @@ void BlockPool::CheckInvariants() const {
     if (block.ref_cnt == 0) {
       ++cached_free;
     }
-    LOOM_CACHE_CHECK(index_.Find(block.hash, HashOf()) == id);
+    LOOM_CHECK(index_.Find(block.hash, HashOf()) == id);
   }
-  LOOM_CACHE_CHECK(used == num_used_);
-  LOOM_CACHE_CHECK(used + NumFreeBlocks() == num_blocks() - 1);
-  LOOM_CACHE_CHECK(cached_free == num_cached_free_);
-  LOOM_CACHE_CHECK(index_.size() == cached);
-  LOOM_CACHE_CHECK(enable_caching_ || index_.empty());
+  LOOM_CHECK(used == num_used_);
+  LOOM_CHECK(used + NumFreeBlocks() == num_blocks() - 1);
+  LOOM_CHECK(cached_free == num_cached_free_);
+  LOOM_CHECK(index_.size() == cached);
+  LOOM_CHECK(enable_caching_ || index_.empty());
 }
 
 }  // namespace loom

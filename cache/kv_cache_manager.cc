@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <ranges>
 
-#include "cache/check.h"
+#include "base/check.h"
 
 namespace loom {
 
@@ -12,8 +12,8 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : block_size_(config.block_size),
       enable_prefix_caching_(config.enable_prefix_caching),
       pool_(config.num_blocks, config.enable_prefix_caching) {
-  LOOM_CACHE_CHECK(config.num_blocks >= 2);
-  LOOM_CACHE_CHECK(config.block_size >= 1);
+  LOOM_CHECK(config.num_blocks >= 2);
+  LOOM_CHECK(config.block_size >= 1);
 }
 
 BlockHash KvCacheManager::HashBlock(const CacheRequest& req, const BlockHash& parent,
@@ -29,7 +29,7 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
     return computed;
   }
   const auto it = seqs_.find(req.seq_id);
-  LOOM_CACHE_CHECK(it == seqs_.end() || it->second.block_table.empty());
+  LOOM_CHECK(it == seqs_.end() || it->second.block_table.empty());
   // Leave the last token uncovered even when the prompt fills whole blocks.
   const size_t num_tokens = req.token_ids.size();
   const size_t max_blocks = num_tokens == 0 ? 0 : (num_tokens - 1) / block_size_;
@@ -53,12 +53,12 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
 std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
     const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
     const ComputedBlocks* new_computed) {
-  LOOM_CACHE_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0);
+  LOOM_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0);
   // One lookup for a known sequence; a new one is inserted only once the
   // allocation is known to succeed, so a failed call leaves no entry behind.
   auto it = seqs_.find(req.seq_id);
   const size_t num_held = it == seqs_.end() ? 0 : it->second.block_table.size();
-  LOOM_CACHE_CHECK(static_cast<int64_t>(num_computed_tokens) <=
+  LOOM_CHECK(static_cast<int64_t>(num_computed_tokens) <=
                    static_cast<int64_t>(num_held) * block_size_);
 
   const std::span<const BlockId> hits =
@@ -69,14 +69,14 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
   // ComputedBlocks before it could attach someone else's KV.
   std::vector<BlockHash> hit_hashes;
   if (!hits.empty()) {
-    LOOM_CACHE_CHECK(num_held == 0 && num_computed_tokens == 0);
-    LOOM_CACHE_CHECK(new_computed->num_computed_tokens == num_hit_tokens);
-    LOOM_CACHE_CHECK(static_cast<size_t>(num_hit_tokens) < req.token_ids.size());
+    LOOM_CHECK(num_held == 0 && num_computed_tokens == 0);
+    LOOM_CHECK(new_computed->num_computed_tokens == num_hit_tokens);
+    LOOM_CHECK(static_cast<size_t>(num_hit_tokens) < req.token_ids.size());
     hit_hashes.reserve(hits.size());
     BlockHash parent;
     for (size_t i = 0; i < hits.size(); ++i) {
       parent = HashBlock(req, parent, i);
-      LOOM_CACHE_CHECK(pool_.cached_hash(hits[i]) == parent);
+      LOOM_CHECK(pool_.cached_hash(hits[i]) == parent);
       hit_hashes.push_back(parent);
     }
   }
@@ -125,7 +125,7 @@ void KvCacheManager::HashFullBlocks(const CacheRequest& req, size_t num_tokens,
 void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq) {
   const size_t num_full = std::min(static_cast<size_t>(num_tokens), req.token_ids.size()) /
                           static_cast<size_t>(block_size_);
-  LOOM_CACHE_CHECK(num_full <= seq.block_table.size());
+  LOOM_CHECK(num_full <= seq.block_table.size());
   HashFullBlocks(req, static_cast<size_t>(num_tokens), seq);
   // Two passes so that the index slots and block records of several blocks
   // (a prefill chunk's) load at once.
@@ -140,14 +140,14 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens
 }
 
 void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens) {
-  LOOM_CACHE_CHECK(parent_seq_id != child_seq_id && num_tokens >= 0);
+  LOOM_CHECK(parent_seq_id != child_seq_id && num_tokens >= 0);
   const auto parent_it = seqs_.find(parent_seq_id);
-  LOOM_CACHE_CHECK(parent_it != seqs_.end());
+  LOOM_CHECK(parent_it != seqs_.end());
   const auto child_it = seqs_.find(child_seq_id);
-  LOOM_CACHE_CHECK(child_it == seqs_.end() || child_it->second.block_table.empty());
+  LOOM_CHECK(child_it == seqs_.end() || child_it->second.block_table.empty());
   const Sequence& parent = parent_it->second;
   const auto num_shared = static_cast<size_t>(num_tokens / block_size_);
-  LOOM_CACHE_CHECK(num_shared <= parent.block_table.size());
+  LOOM_CHECK(num_shared <= parent.block_table.size());
 
   // Built aside: inserting into seqs_ may move the parent.
   Sequence child;
@@ -226,13 +226,13 @@ void KvCacheManager::CheckInvariants() const {
   std::vector<int32_t> last_seen(occurrences.size(), -1);
   int32_t stamp = 0;
   for (const auto& [seq_id, seq] : seqs_) {
-    LOOM_CACHE_CHECK(seq.num_offered <= seq.block_hashes.size());
-    LOOM_CACHE_CHECK(seq.block_hashes.size() <= seq.block_table.size());
-    LOOM_CACHE_CHECK(enable_prefix_caching_ || seq.block_hashes.empty());
+    LOOM_CHECK(seq.num_offered <= seq.block_hashes.size());
+    LOOM_CHECK(seq.block_hashes.size() <= seq.block_table.size());
+    LOOM_CHECK(enable_prefix_caching_ || seq.block_hashes.empty());
     for (size_t i = 0; i < seq.block_table.size(); ++i) {
       const BlockId id = seq.block_table[i];
-      LOOM_CACHE_CHECK(id > kNullBlockId && id < pool_.num_blocks());
-      LOOM_CACHE_CHECK(last_seen[id] != stamp);
+      LOOM_CHECK(id > kNullBlockId && id < pool_.num_blocks());
+      LOOM_CHECK(last_seen[id] != stamp);
       last_seen[id] = stamp;
       ++occurrences[id];
       const std::optional<BlockHash> cached = pool_.cached_hash(id);
@@ -240,12 +240,12 @@ void KvCacheManager::CheckInvariants() const {
         continue;
       }
       // A cached block sits where the sequence's own hash chain says it does.
-      LOOM_CACHE_CHECK(i < seq.block_hashes.size() && *cached == seq.block_hashes[i]);
+      LOOM_CHECK(i < seq.block_hashes.size() && *cached == seq.block_hashes[i]);
     }
     ++stamp;
   }
   for (BlockId id = 1; id < pool_.num_blocks(); ++id) {
-    LOOM_CACHE_CHECK(occurrences[id] == pool_.ref_cnt(id));
+    LOOM_CHECK(occurrences[id] == pool_.ref_cnt(id));
   }
 }
 

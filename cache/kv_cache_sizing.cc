@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "cache/check.h"
+#include "base/check.h"
 
 namespace loom {
 namespace {
@@ -45,7 +45,7 @@ absl::Status ValidateKvCacheSpec(const KvCacheSpec& spec) {
 }
 
 std::vector<int32_t> KvBufferOwners(const KvCacheSpec& spec) {
-  LOOM_CACHE_CHECK(ValidateKvCacheSpec(spec).ok());
+  LOOM_CHECK(ValidateKvCacheSpec(spec).ok());
   std::vector<int32_t> owners(static_cast<size_t>(spec.num_layers));
   for (int32_t layer = 0; layer < spec.num_layers; ++layer) {
     // Targets are earlier layers, already resolved to their owners.
@@ -55,7 +55,7 @@ std::vector<int32_t> KvBufferOwners(const KvCacheSpec& spec) {
 }
 
 int64_t KvBytesPerBlock(const KvCacheSpec& spec) {
-  LOOM_CACHE_CHECK(ValidateKvCacheSpec(spec).ok());
+  LOOM_CHECK(ValidateKvCacheSpec(spec).ok());
   int64_t num_owners = 0;
   for (int32_t layer = 0; layer < spec.num_layers; ++layer) {
     if (OwnsKv(spec, layer)) {
@@ -66,7 +66,7 @@ int64_t KvBytesPerBlock(const KvCacheSpec& spec) {
 }
 
 int64_t KvBufferBytes(const KvCacheSpec& spec, int32_t num_blocks) {
-  LOOM_CACHE_CHECK(ValidateKvCacheSpec(spec).ok() && num_blocks >= 0);
+  LOOM_CHECK(ValidateKvCacheSpec(spec).ok() && num_blocks >= 0);
   return BytesPerLayerBlock(spec) * num_blocks;
 }
 

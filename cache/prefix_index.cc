@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "cache/check.h"
+#include "base/check.h"
 
 namespace loom {
 namespace {
@@ -17,15 +17,15 @@ size_t Capacity(int32_t num_blocks) {
 
 PrefixIndex::PrefixIndex(int32_t num_blocks)
     : slots_(Capacity(num_blocks)), mask_(slots_.size() - 1) {
-  LOOM_CACHE_CHECK(num_blocks >= 0);
+  LOOM_CHECK(num_blocks >= 0);
   // Home slots come from a 32-bit tag.
-  LOOM_CACHE_CHECK(slots_.size() <= (size_t{1} << 32));
+  LOOM_CHECK(slots_.size() <= (size_t{1} << 32));
 }
 
 void PrefixIndex::Erase(const BlockHash& hash, BlockId id) {
   size_t i = Tag(hash) & mask_;
   while (slots_[i].id != id) {
-    LOOM_CACHE_CHECK(slots_[i].id != kNoBlock);
+    LOOM_CHECK(slots_[i].id != kNoBlock);
     i = (i + 1) & mask_;
   }
   // Backward-shift deletion: pull later entries of the probe run into the

@@ -14,7 +14,9 @@ namespace loom {
 
 struct ExecutorOptions {
   std::string device = "auto";  // auto | cpu | cuda
-  std::string dtype = "auto";   // weights and KV; auto: float32 on cpu, bfloat16 on cuda
+  // Weights and KV. auto: on cuda bfloat16; on cpu GGUF Q8_0/Q4_0/Q4_1 linear weights stay in
+  // their blocks, other weights bfloat16, KV float32.
+  std::string dtype = "auto";
   int32_t block_size = 16;
   // KV pool budget; 0: kv_cache_memory_fraction of the device's free memory
   // after weights (on the CPU, a share of available RAM, at most 4 GiB).

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cpu/matmul_quant.h"
 #include "model/weights.h"
 

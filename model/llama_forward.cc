@@ -6,7 +6,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_quant.h"
 #include "kernels/embedding.h"

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace loom {
 namespace {

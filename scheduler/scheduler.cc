@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "scheduler/check.h"
+#include "base/check.h"
 
 namespace loom {
 namespace {
@@ -44,13 +44,13 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* cache)
       block_size_(cache->block_size()),
       num_usable_blocks_(cache->Stats().num_blocks),
       max_model_len_(CapModelLen(config.max_model_len, num_usable_blocks_, block_size_)) {
-  LOOM_SCHEDULER_CHECK(config_.max_model_len > 0) << "max_model_len is required";
-  LOOM_SCHEDULER_CHECK(config_.max_num_seqs > 0);
+  LOOM_CHECK(config_.max_model_len > 0) << "max_model_len is required";
+  LOOM_CHECK(config_.max_num_seqs > 0);
   // Every running decode must fit in one step next to the oldest prefill
   // chunk, or that prefill could be passed over.
-  LOOM_SCHEDULER_CHECK(config_.max_num_batched_tokens >= config_.max_num_seqs);
-  LOOM_SCHEDULER_CHECK(config_.long_prefill_token_threshold >= 0);
-  LOOM_SCHEDULER_CHECK(config_.priority_aging > absl::ZeroDuration());
+  LOOM_CHECK(config_.max_num_batched_tokens >= config_.max_num_seqs);
+  LOOM_CHECK(config_.long_prefill_token_threshold >= 0);
+  LOOM_CHECK(config_.priority_aging > absl::ZeroDuration());
 }
 
 absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
@@ -138,7 +138,7 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
 }
 
 StepPlan Scheduler::Schedule(absl::Time now) {
-  LOOM_SCHEDULER_CHECK(!in_flight_) << "Schedule called again before Update";
+  LOOM_CHECK(!in_flight_) << "Schedule called again before Update";
   last_now_ = now;
   ExpireDeadlines(now);
 
@@ -195,7 +195,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
     }
     running_[kept++] = &seq;
     const int32_t num_uncomputed = seq.num_uncomputed_tokens();
-    LOOM_SCHEDULER_CHECK(num_uncomputed > 0);
+    LOOM_CHECK(num_uncomputed > 0);
     int32_t available = budget;
     if (num_uncomputed == 1) {
       --decodes_left;
@@ -321,8 +321,8 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
 }
 
 UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
-  LOOM_SCHEDULER_CHECK(in_flight_) << "Update without a Schedule";
-  LOOM_SCHEDULER_CHECK(plan.seqs.size() == scheduled_.size())
+  LOOM_CHECK(in_flight_) << "Update without a Schedule";
+  LOOM_CHECK(plan.seqs.size() == scheduled_.size())
       << "not the plan of the last Schedule";
   UpdateOutput output;
   output.started = std::move(started_);
@@ -341,7 +341,7 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
                     result.sampled[num_samples].seq_id == planned.seq_id;
     ++num_samples;
   }
-  LOOM_SCHEDULER_CHECK(result.sampled.size() == num_samples) << "one token per sampling sequence";
+  LOOM_CHECK(result.sampled.size() == num_samples) << "one token per sampling sequence";
   output.new_tokens.reserve(num_samples);
 
   std::vector<Sequence*> forked;
@@ -359,7 +359,7 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
     }
     Sequence& seq = *scheduled_[i];
     const ScheduledSeq& planned = plan.seqs[i];
-    LOOM_SCHEDULER_CHECK(seq.seq_id == planned.seq_id);
+    LOOM_CHECK(seq.seq_id == planned.seq_id);
     const bool completes_prompt =
         seq.num_computed_tokens < seq.num_prompt_tokens &&
         seq.num_computed_tokens + planned.num_scheduled_tokens >= seq.num_prompt_tokens;
@@ -382,10 +382,10 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
     }
     for (const SampledToken& sampled : result.sampled) {
       const auto it = scheduled_index_.find(sampled.seq_id);
-      LOOM_SCHEDULER_CHECK(it != scheduled_index_.end())
+      LOOM_CHECK(it != scheduled_index_.end())
           << "sampled seq " << sampled.seq_id << " was not to sample";
       Sequence& seq = *scheduled_[it->second];
-      LOOM_SCHEDULER_CHECK(seq.num_uncomputed_tokens() == 0)
+      LOOM_CHECK(seq.num_uncomputed_tokens() == 0)
           << "seq " << sampled.seq_id << " sampled twice";
       ApplySampled(seq, sampled, output);
     }
@@ -458,7 +458,7 @@ void Scheduler::ExpireDeadlines(absl::Time now) {
 }
 
 void Scheduler::FinishSeq(RequestHandle handle, uint32_t index, FinishReason reason) {
-  LOOM_SCHEDULER_CHECK(reason != FinishReason::kNone);
+  LOOM_CHECK(reason != FinishReason::kNone);
   if (in_flight_) {
     deferred_.push_back(DeferredEnd{.handle = handle, .index = index, .reason = reason});
     return;
@@ -514,7 +514,7 @@ Sequence* Scheduler::FindSeq(RequestHandle handle, uint32_t index) const {
 }
 
 void Scheduler::Preempt(Sequence& seq) {
-  LOOM_SCHEDULER_CHECK(seq.state == SeqState::kRunning);
+  LOOM_CHECK(seq.state == SeqState::kRunning);
   num_running_decodes_ -= IsDecode(seq);
   cache_->Free(seq.seq_id);
   ClearReservation(seq);
@@ -581,7 +581,7 @@ void Scheduler::EndRequest(Request& request) {
 void Scheduler::RetireRequest(Request& request) {
   deadlines_.erase({request.deadline, request.handle});
   const auto it = requests_.find(request.handle);
-  LOOM_SCHEDULER_CHECK(it != requests_.end());
+  LOOM_CHECK(it != requests_.end());
   retired_.push_back(std::move(it->second));
   requests_.erase(it);
 }
@@ -627,9 +627,9 @@ void Scheduler::ClearReservation(Sequence& seq) {
 }
 
 void Scheduler::CheckInvariants() const {
-  LOOM_SCHEDULER_CHECK(!in_flight_) << "CheckInvariants between Schedule and Update";
+  LOOM_CHECK(!in_flight_) << "CheckInvariants between Schedule and Update";
   for (size_t i = 1; i < running_.size(); ++i) {
-    LOOM_SCHEDULER_CHECK(!KeyLess()(running_[i], running_[i - 1]))
+    LOOM_CHECK(!KeyLess()(running_[i], running_[i - 1]))
         << "running_ out of key order at " << i << ": " << running_[i - 1]->seq_id << " then "
         << running_[i]->seq_id;
   }
@@ -646,20 +646,20 @@ void Scheduler::CheckInvariants() const {
         ++num_running;
         num_decodes += IsDecode(*seq);
         const auto it = in_running.find(seq.get());
-        LOOM_SCHEDULER_CHECK(it != in_running.end() && it->second == 1)
+        LOOM_CHECK(it != in_running.end() && it->second == 1)
             << "running seq " << seq->seq_id << " is not in running_ exactly once";
       } else if (seq->state == SeqState::kWaiting) {
         ++num_waiting;
-        LOOM_SCHEDULER_CHECK(waiting_.contains(seq.get()))
+        LOOM_CHECK(waiting_.contains(seq.get()))
             << "waiting seq " << seq->seq_id << " is not queued";
       }
     }
   }
-  LOOM_SCHEDULER_CHECK(num_running == num_running_)
+  LOOM_CHECK(num_running == num_running_)
       << num_running << " running sequences; the counter says " << num_running_;
-  LOOM_SCHEDULER_CHECK(num_decodes == num_running_decodes_)
+  LOOM_CHECK(num_decodes == num_running_decodes_)
       << num_decodes << " running decodes; the counter says " << num_running_decodes_;
-  LOOM_SCHEDULER_CHECK(num_waiting == waiting_.size());
+  LOOM_CHECK(num_waiting == waiting_.size());
 }
 
 FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reason) const {

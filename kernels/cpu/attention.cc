@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/parallel.h"
 
 namespace loom::kernels::cpu {

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_reduce.h"
 #include "kernels/parallel.h"

@@ -10,7 +10,7 @@
 #include <bit>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_reduce.h"
 

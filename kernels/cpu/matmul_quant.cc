@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_reduce.h"
 

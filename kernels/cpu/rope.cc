@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/parallel.h"
 
 namespace loom::kernels {

@@ -1,19 +1,18 @@
-#include "scheduler/check.h"
+#include "base/check.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-namespace loom::scheduler_internal {
+namespace loom::check_internal {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* condition) {
   stream_ << file << ":" << line << ": check failed: " << condition << " ";
 }
 
 CheckFailure::~CheckFailure() {
-  std::fputs(stream_.str().c_str(), stderr);
-  std::fputc('\n', stderr);
+  std::fprintf(stderr, "%s\n", stream_.str().c_str());
   std::fflush(stderr);
   std::abort();
 }
 
-}  // namespace loom::scheduler_internal
+}  // namespace loom::check_internal

@@ -1,4 +1,4 @@
-// Invariant checks for kernels and executors: a broken invariant is a bug, so
+// Invariant checks for every module: a broken invariant is a bug, so
 // it aborts with file, line and a streamed message (the Abseil release this
 // project builds against predates ABSL_CHECK). Usage:
 //   LOOM_CHECK(slot < capacity) << "slot " << slot;
