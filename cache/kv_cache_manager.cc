@@ -59,7 +59,7 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
   auto it = seqs_.find(req.seq_id);
   const size_t num_held = it == seqs_.end() ? 0 : it->second.block_table.size();
   LOOM_CHECK(static_cast<int64_t>(num_computed_tokens) <=
-                   static_cast<int64_t>(num_held) * block_size_);
+             static_cast<int64_t>(num_held) * block_size_);
 
   const std::span<const BlockId> hits =
       new_computed == nullptr ? std::span<const BlockId>() : std::span(new_computed->blocks);

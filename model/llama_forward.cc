@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/check.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
-#include "base/check.h"
 #include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_quant.h"
 #include "kernels/embedding.h"

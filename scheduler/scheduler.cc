@@ -322,8 +322,7 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
 
 UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   LOOM_CHECK(in_flight_) << "Update without a Schedule";
-  LOOM_CHECK(plan.seqs.size() == scheduled_.size())
-      << "not the plan of the last Schedule";
+  LOOM_CHECK(plan.seqs.size() == scheduled_.size()) << "not the plan of the last Schedule";
   UpdateOutput output;
   output.started = std::move(started_);
   started_.clear();
@@ -385,8 +384,7 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
       LOOM_CHECK(it != scheduled_index_.end())
           << "sampled seq " << sampled.seq_id << " was not to sample";
       Sequence& seq = *scheduled_[it->second];
-      LOOM_CHECK(seq.num_uncomputed_tokens() == 0)
-          << "seq " << sampled.seq_id << " sampled twice";
+      LOOM_CHECK(seq.num_uncomputed_tokens() == 0) << "seq " << sampled.seq_id << " sampled twice";
       ApplySampled(seq, sampled, output);
     }
   }
