@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/float16.h"
 #include "model/mapped_file.h"
 
 namespace loom {
@@ -81,11 +82,5 @@ class WeightStore {
   };
   std::vector<std::unique_ptr<std::byte[], AlignedDelete>> buffers_;
 };
-
-// bf16 / fp16 <-> fp32 helpers shared by loaders and tests.
-float BFloat16ToFloat(uint16_t v);
-uint16_t FloatToBFloat16(float v);  // round to nearest even
-float HalfToFloat(uint16_t v);
-uint16_t FloatToHalf(float v);
 
 }  // namespace loom

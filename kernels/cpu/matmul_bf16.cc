@@ -92,7 +92,9 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const Tile& t) {
 // built on _mm512_undefined_epi32; the warning is about the header, not us.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 Widen16(__m256i raw) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
 }

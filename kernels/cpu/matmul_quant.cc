@@ -6,6 +6,7 @@
 // bits Matmul gives on the dequantized weights, whatever the number of rows.
 #include "kernels/cpu/matmul_quant.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/float16.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_reduce.h"
 
@@ -47,16 +49,6 @@ uint16_t LoadU16(const std::byte* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
-}
-
-// IEEE half to float, exact (subnormals included).
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
-  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
-  const float subnormal = static_cast<float>(mant) * 0x1p-24f;
-  return sign != 0 ? -subnormal : subnormal;
 }
 
 template <QuantType T>
@@ -93,7 +85,9 @@ void DecodeScalar(const std::byte* b, float* out) {
 // it fires where the decoders are inlined, so it is off for all the SIMD code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Block -> values [0, 16) in lo and [16, 32) in hi. A 4-bit block has only 16
 // distinct values: they are computed once into a table (with the operations of
@@ -337,7 +331,11 @@ const Kernels& KernelsOfLevel(SimdLevel level) {
 // The decoders convert scales with F16C, which every AVX2 CPU has but the
 // level detection does not check.
 SimdLevel WithF16c(SimdLevel level) {
-  static const bool has_f16c = __builtin_cpu_supports("f16c");
+  // CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports lacks "f16c").
+  static const bool has_f16c = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return has_f16c ? level : SimdLevel::kScalar;
 }
 

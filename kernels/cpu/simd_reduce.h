@@ -11,7 +11,9 @@ namespace loom::kernels::cpu {
 // built on _mm512_undefined_ps; the warning is about the header, not us.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Lane l of the result is the sum of the 16 lanes of a[l] (a transpose-and-add
 // tree: 45 operations for 16 sums instead of 16 separate reductions).
