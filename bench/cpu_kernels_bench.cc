@@ -88,7 +88,7 @@ void BM_MatmulBf16(benchmark::State& state) {
   const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
   const std::vector<float> x = Random(static_cast<size_t>(m) * k, 1);
   std::vector<uint16_t> w;
-  for (float v : Random(static_cast<size_t>(n) * k, 2)) w.push_back(kc::FloatToBf16(v));
+  for (float v : Random(static_cast<size_t>(n) * k, 2)) w.push_back(FloatToBFloat16(v));
   std::vector<float> y(static_cast<size_t>(m) * n);
   for (auto _ : state) {
     kc::MatmulBf16({x.data(), w.data(), nullptr, y.data(), m, n, k, k, n}, Pool());

@@ -62,8 +62,8 @@ struct Request;
 // A step walks thousands of these, so the record is cache-line aligned and its
 // first line holds everything a step reads for a running sequence: planning
 // (progress, tokens, block table) and, in the common case, stopping (the
-// bounds below and the EOS flag; the full StopRules live in the second line
-// and are read only when the sample has stop token ids).
+// bounds below and the EOS flag; the stop token ids live in the second line
+// and are read only when the request has some).
 struct alignas(64) Sequence {
   int64_t seq_id = 0;
   int32_t num_computed_tokens = 0;
@@ -77,16 +77,14 @@ struct alignas(64) Sequence {
   int32_t num_blocks_held = 0;
   SeqState state = SeqState::kPending;
   uint8_t index = 0;  // sample index, < kMaxSamplesPerRequest
+  // The request's StopBounds, flattened to fit this line.
   bool ignore_eos = false;
-  bool has_stop_token_ids = false;
-  // Stop rules can end the sample only once it has min_stop_len tokens
-  // (prompt + min_tokens); it ends at max_len tokens (prompt + max_tokens,
-  // capped by max_model_len) at the latest.
+  bool has_stop_token_ids = false;  // stop_token_ids is not empty
   int32_t min_stop_len = 0;
   int32_t max_len = 0;
 
-  StopRules stop;
-  std::string_view cache_salt;  // the request's
+  std::span<const int32_t> stop_token_ids;  // the request's
+  std::string_view cache_salt;              // the request's
   // Under reserve admission: blocks it may still take (its reservation minus
   // what it holds).
   int32_t num_blocks_reserved = 0;
@@ -101,6 +99,9 @@ struct alignas(64) Sequence {
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
   [[nodiscard]] std::span<const BlockId> blocks() const {
     return {block_table, static_cast<size_t>(num_blocks_held)};
+  }
+  [[nodiscard]] StopBounds stop_bounds() const {
+    return StopBounds{.min_stop_len = min_stop_len, .max_len = max_len, .ignore_eos = ignore_eos};
   }
   [[nodiscard]] CacheRequest cache_request() const {
     return CacheRequest{.seq_id = seq_id, .token_ids = token_ids, .cache_salt = cache_salt};

@@ -30,30 +30,49 @@ struct StopRules {
   }
 };
 
-// Whether the sequence whose last token was just sampled must stop, and why.
-// Before min_tokens output tokens neither EOS nor a stop token ends it; EOS
-// does not end it with ignore_eos. A stop token (not EOS) sets *stop_reason to
-// its id in decimal. A stop beats a length limit reached by the same token.
+// The rules as bounds on a sample's length (prompt included), the form a
+// scheduler keeps beside each sequence's tokens.
+struct StopBounds {
+  int32_t min_stop_len = 0;  // EOS and stop tokens count from here (prompt + min_tokens)
+  int32_t max_len = 0;       // the sample ends here: min(prompt + max_tokens, max_model_len)
+  bool ignore_eos = false;
+
+  static StopBounds From(const StopRules& rules, int32_t num_prompt_tokens, int32_t max_model_len) {
+    return StopBounds{
+        .min_stop_len = num_prompt_tokens + rules.min_tokens,
+        .max_len = static_cast<int32_t>(std::min<int64_t>(
+            static_cast<int64_t>(num_prompt_tokens) + rules.max_tokens, max_model_len)),
+        .ignore_eos = rules.ignore_eos};
+  }
+};
+
+// Whether the last of token_ids ends the sample, and why; stop_reason gets
+// the stop token id when one matched.
 [[nodiscard]] inline FinishReason CheckStop(std::span<const int32_t> token_ids,
-                                            int32_t num_prompt_tokens, const StopRules& rules,
+                                            const StopBounds& bounds,
+                                            std::span<const int32_t> stop_token_ids,
                                             std::span<const int32_t> eos_token_ids,
-                                            int32_t max_model_len, std::string* stop_reason) {
+                                            std::string* stop_reason) {
   const auto num_tokens = static_cast<int32_t>(token_ids.size());
-  const int32_t num_output_tokens = num_tokens - num_prompt_tokens;
   const int32_t last = token_ids.back();
-  if (num_output_tokens >= rules.min_tokens) {
-    if (!rules.ignore_eos && std::ranges::find(eos_token_ids, last) != eos_token_ids.end()) {
+  if (num_tokens >= bounds.min_stop_len) {
+    if (!bounds.ignore_eos && std::ranges::find(eos_token_ids, last) != eos_token_ids.end()) {
       return FinishReason::kStop;
     }
-    if (std::ranges::find(rules.stop_token_ids, last) != rules.stop_token_ids.end()) {
+    if (std::ranges::find(stop_token_ids, last) != stop_token_ids.end()) {
       *stop_reason = absl::StrCat(last);
       return FinishReason::kStop;
     }
   }
-  if (num_output_tokens >= rules.max_tokens || num_tokens >= max_model_len) {
-    return FinishReason::kLength;
-  }
-  return FinishReason::kNone;
+  return num_tokens >= bounds.max_len ? FinishReason::kLength : FinishReason::kNone;
+}
+
+[[nodiscard]] inline FinishReason CheckStop(std::span<const int32_t> token_ids,
+                                            int32_t num_prompt_tokens, const StopRules& rules,
+                                            std::span<const int32_t> eos_token_ids,
+                                            int32_t max_model_len, std::string* stop_reason) {
+  return CheckStop(token_ids, StopBounds::From(rules, num_prompt_tokens, max_model_len),
+                   rules.stop_token_ids, eos_token_ids, stop_reason);
 }
 
 }  // namespace loom

@@ -46,7 +46,7 @@ void TileScalar(const Tile& t) {
       float acc = 0.0f;
       for (int kk = 0; kk < t.k; ++kk) {
         acc += t.x[static_cast<int64_t>(i) * t.ldx + kk] *
-               Bf16ToFloat(t.w[static_cast<int64_t>(j) * t.k + kk]);
+               BFloat16ToFloat(t.w[static_cast<int64_t>(j) * t.k + kk]);
       }
       Store(t, i, j, acc);
     }
@@ -81,7 +81,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const Tile& t) {
       float sum = Sum256(acc[i][j]);
       for (int r = kk; r < t.k; ++r) {
         sum += t.x[static_cast<int64_t>(i) * t.ldx + r] *
-               Bf16ToFloat(t.w[static_cast<int64_t>(j) * t.k + r]);
+               BFloat16ToFloat(t.w[static_cast<int64_t>(j) * t.k + r]);
       }
       Store(t, i, j, sum);
     }
@@ -185,21 +185,13 @@ const TileFn (*TilesFor(SimdLevel level))[kNr] {
 
 }  // namespace
 
-uint16_t FloatToBf16(float v) {
-  const uint32_t bits = std::bit_cast<uint32_t>(v);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-float Bf16ToFloat(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
-
 void MatmulBf16Ref(const MatmulBf16Params& p) {
   for (int32_t i = 0; i < p.m; ++i) {
     for (int32_t j = 0; j < p.n; ++j) {
       double acc = 0.0;
       for (int32_t kk = 0; kk < p.k; ++kk) {
         acc += static_cast<double>(p.x[static_cast<int64_t>(i) * p.ldx + kk]) *
-               Bf16ToFloat(p.w[static_cast<int64_t>(j) * p.k + kk]);
+               BFloat16ToFloat(p.w[static_cast<int64_t>(j) * p.k + kk]);
       }
       if (p.bias != nullptr) acc += p.bias[j];
       p.y[static_cast<int64_t>(i) * p.ldy + j] = static_cast<float>(acc);

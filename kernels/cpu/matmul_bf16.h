@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "base/float16.h"  // FloatToBFloat16 packs weights for MatmulBf16
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 
@@ -22,10 +23,6 @@ struct MatmulBf16Params {
   int32_t ldx = 0;
   int32_t ldy = 0;
 };
-
-// Round to nearest even, as torch's .to(torch.bfloat16).
-uint16_t FloatToBf16(float v);
-float Bf16ToFloat(uint16_t v);
 
 void MatmulBf16Ref(const MatmulBf16Params& p);
 void MatmulBf16(const MatmulBf16Params& p, ParallelFor& pool, SimdLevel level = DetectedSimd());

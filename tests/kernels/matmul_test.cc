@@ -60,10 +60,10 @@ TEST(MatmulTest, EveryPathMatchesReferenceOnOddShapesAndStrides) {
 }
 
 TEST(MatmulBf16Test, Bf16RoundsToNearestEven) {
-  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
-  EXPECT_EQ(Bf16ToFloat(FloatToBf16(3.140625f)), 3.140625f);  // exact in bf16
-  EXPECT_EQ(FloatToBf16(1.0f + 1.0f / 256), 0x3f80);          // tie: to even
-  EXPECT_EQ(FloatToBf16(1.0f + 3.0f / 256), 0x3f82);          // tie: to even (up)
+  EXPECT_EQ(FloatToBFloat16(1.0f), 0x3f80);
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(3.140625f)), 3.140625f);  // exact in bf16
+  EXPECT_EQ(FloatToBFloat16(1.0f + 1.0f / 256), 0x3f80);              // tie: to even
+  EXPECT_EQ(FloatToBFloat16(1.0f + 3.0f / 256), 0x3f82);              // tie: to even (up)
 }
 
 TEST(MatmulBf16Test, EveryPathMatchesReference) {
@@ -79,7 +79,7 @@ TEST(MatmulBf16Test, EveryPathMatchesReference) {
           const std::vector<float> wf = RandomVector(static_cast<size_t>(n) * k, ++seed);
           const std::vector<float> bias = RandomVector(n, ++seed);
           std::vector<uint16_t> w;
-          for (float v : wf) w.push_back(FloatToBf16(v));
+          for (float v : wf) w.push_back(FloatToBFloat16(v));
           std::vector<float> got(static_cast<size_t>(m) * ldy, 0.0f);
           MatmulBf16(
               MatmulBf16Params{x.data(), w.data(), bias.data(), got.data(), m, n, k, ldx, ldy},
@@ -105,8 +105,8 @@ TEST(MatmulBf16Test, RowsAreBitIdenticalWhateverTheBatch) {
   std::vector<uint16_t> w;
   std::vector<float> w_widened;
   for (float v : RandomVector(static_cast<size_t>(n) * k, 8)) {
-    w.push_back(FloatToBf16(v));
-    w_widened.push_back(Bf16ToFloat(w.back()));
+    w.push_back(FloatToBFloat16(v));
+    w_widened.push_back(BFloat16ToFloat(w.back()));
   }
   const std::vector<float> bias = RandomVector(n, 9);
   for (SimdLevel level : AvailableLevels()) {

@@ -1,0 +1,231 @@
+// The scheduler's request lifecycle outside the step loop: deadlines, ends
+// requested by the engine or the client (applied at once, or deferred to the
+// end of Update while a plan is in flight), preemption, retirement, and the
+// batch-slot and block reservations these move. Also CheckInvariants.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "base/check.h"
+#include "scheduler/scheduler.h"
+
+namespace loom {
+
+void Scheduler::ExpireDeadlines(absl::Time now) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const RequestHandle handle = deadlines_.begin()->second;
+    expired_.push_back(handle);
+    EndRequest(*requests_.at(handle));  // retiring erases the deadline
+  }
+}
+
+void Scheduler::FinishSeq(RequestHandle handle, uint32_t index, FinishReason reason) {
+  LOOM_CHECK(reason != FinishReason::kNone);
+  if (in_flight_) {
+    deferred_.push_back(DeferredEnd{.handle = handle, .index = index, .reason = reason});
+    return;
+  }
+  if (Sequence* seq = FindSeq(handle, index)) {
+    EndSeq(*seq);
+  }
+}
+
+void Scheduler::AbortRequest(RequestHandle handle) {
+  if (in_flight_) {
+    deferred_.push_back(
+        DeferredEnd{.handle = handle, .index = std::nullopt, .reason = FinishReason::kAborted});
+    return;
+  }
+  const auto it = requests_.find(handle);
+  if (it != requests_.end()) {
+    EndRequest(*it->second);
+  }
+}
+
+std::vector<RequestHandle> Scheduler::TakeExpired() { return std::exchange(expired_, {}); }
+
+void Scheduler::ApplyDeferredEnds(UpdateOutput& output) {
+  if (deferred_.empty()) {
+    return;
+  }
+  const std::vector<DeferredEnd> ends = std::exchange(deferred_, {});
+  for (const DeferredEnd& end : ends) {
+    if (end.index.has_value()) {
+      FinishSeq(end.handle, *end.index, end.reason);
+    } else {
+      AbortRequest(end.handle);
+    }
+  }
+  const auto ended = [&ends](RequestHandle handle, std::optional<uint32_t> index) {
+    return std::ranges::any_of(ends, [&](const DeferredEnd& end) {
+      return end.handle == handle && (!end.index.has_value() || end.index == index);
+    });
+  };
+  std::erase_if(output.new_tokens, [&](const NewToken& t) { return ended(t.handle, t.index); });
+  std::erase_if(output.finished, [&](const FinishedSeq& f) { return ended(f.handle, f.index); });
+  std::erase_if(output.started,
+                [&](const StartedRequest& s) { return ended(s.handle, std::nullopt); });
+}
+
+Sequence* Scheduler::FindSeq(RequestHandle handle, uint32_t index) const {
+  const auto it = requests_.find(handle);
+  if (it == requests_.end() || index >= it->second->seqs.size()) {
+    return nullptr;
+  }
+  return it->second->seqs[index].get();
+}
+
+void Scheduler::Preempt(Sequence& seq) {
+  LOOM_CHECK(seq.state == SeqState::kRunning);
+  num_running_decodes_ -= IsDecode(seq);
+  cache_->Free(seq.seq_id);
+  ClearReservation(seq);
+  seq.num_computed_tokens = 0;
+  if (seq.index == 0) {
+    ReleasePendingSlots(*seq.request);
+  }
+  seq.state = SeqState::kWaiting;
+  --num_running_;
+  waiting_.insert(&seq);
+  ++num_preemptions_;
+}
+
+void Scheduler::EndSeq(Sequence& seq) {
+  Request& request = *seq.request;
+  switch (seq.state) {
+    case SeqState::kFinished:
+      return;
+    case SeqState::kRunning:
+      num_running_decodes_ -= IsDecode(seq);
+      cache_->Free(seq.seq_id);
+      ClearReservation(seq);
+      --num_running_;  // it leaves running_ in the next ScheduleRunning
+      break;
+    case SeqState::kWaiting:
+      waiting_.erase(&seq);
+      break;
+    case SeqState::kPending:
+      if (request.pending_slots_held) {
+        --num_pending_slots_;
+        if (config_.admission == AdmissionPolicy::kReserve) {
+          num_reserved_blocks_ -= BlocksFor(request.max_seq_len);
+        }
+      }
+      --request.num_pending;
+      break;
+  }
+  seq.state = SeqState::kFinished;
+  if (seq.index == 0 && request.num_pending > 0) {
+    // Nobody will compute the prompt for the remaining samples: they queue on
+    // their own and compute it themselves.
+    ReleasePendingSlots(request);
+    for (const std::unique_ptr<Sequence>& sibling : request.seqs) {
+      if (sibling->state != SeqState::kPending) {
+        continue;
+      }
+      sibling->state = SeqState::kWaiting;
+      waiting_.insert(sibling.get());
+    }
+    request.num_pending = 0;
+  }
+  if (--request.num_unfinished == 0) {
+    RetireRequest(request);
+  }
+}
+
+void Scheduler::EndRequest(Request& request) {
+  // Last sample first, so that sample 0 never hands the prompt to a sibling.
+  for (const std::unique_ptr<Sequence>& seq : std::ranges::reverse_view(request.seqs)) {
+    EndSeq(*seq);
+  }
+}
+
+void Scheduler::RetireRequest(Request& request) {
+  deadlines_.erase({request.deadline, request.handle});
+  const auto it = requests_.find(request.handle);
+  LOOM_CHECK(it != requests_.end());
+  retired_.push_back(std::move(it->second));
+  requests_.erase(it);
+}
+
+void Scheduler::HoldPendingSlots(Request& request) {
+  if (request.pending_slots_held || request.num_pending == 0) {
+    return;
+  }
+  request.pending_slots_held = true;
+  num_pending_slots_ += request.num_pending;
+  if (config_.admission == AdmissionPolicy::kReserve) {
+    num_reserved_blocks_ +=
+        static_cast<int64_t>(request.num_pending) * BlocksFor(request.max_seq_len);
+  }
+}
+
+void Scheduler::ReleasePendingSlots(Request& request) {
+  if (!request.pending_slots_held) {
+    return;
+  }
+  request.pending_slots_held = false;
+  num_pending_slots_ -= request.num_pending;
+  if (config_.admission == AdmissionPolicy::kReserve) {
+    num_reserved_blocks_ -=
+        static_cast<int64_t>(request.num_pending) * BlocksFor(request.max_seq_len);
+  }
+}
+
+void Scheduler::UpdateReservation(Sequence& seq) {
+  if (config_.admission != AdmissionPolicy::kReserve) {
+    return;
+  }
+  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held);
+  num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
+  seq.num_blocks_reserved = reserved;
+}
+
+void Scheduler::ClearReservation(Sequence& seq) {
+  num_reserved_blocks_ -= seq.num_blocks_reserved;
+  seq.num_blocks_reserved = 0;
+  seq.block_table = nullptr;
+  seq.num_blocks_held = 0;
+}
+
+void Scheduler::CheckInvariants() const {
+  LOOM_CHECK(!in_flight_) << "CheckInvariants between Schedule and Update";
+  for (size_t i = 1; i < running_.size(); ++i) {
+    LOOM_CHECK(!KeyLess()(running_[i], running_[i - 1]))
+        << "running_ out of key order at " << i << ": " << running_[i - 1]->seq_id << " then "
+        << running_[i]->seq_id;
+  }
+  absl::flat_hash_map<const Sequence*, int32_t> in_running;
+  for (const Sequence* seq : running_) {
+    ++in_running[seq];
+  }
+  int32_t num_running = 0;
+  int32_t num_decodes = 0;
+  size_t num_waiting = 0;
+  for (const auto& [handle, request] : requests_) {
+    for (const std::unique_ptr<Sequence>& seq : request->seqs) {
+      if (seq->state == SeqState::kRunning) {
+        ++num_running;
+        num_decodes += IsDecode(*seq);
+        const auto it = in_running.find(seq.get());
+        LOOM_CHECK(it != in_running.end() && it->second == 1)
+            << "running seq " << seq->seq_id << " is not in running_ exactly once";
+      } else if (seq->state == SeqState::kWaiting) {
+        ++num_waiting;
+        LOOM_CHECK(waiting_.contains(seq.get()))
+            << "waiting seq " << seq->seq_id << " is not queued";
+      }
+    }
+  }
+  LOOM_CHECK(num_running == num_running_)
+      << num_running << " running sequences; the counter says " << num_running_;
+  LOOM_CHECK(num_decodes == num_running_decodes_)
+      << num_decodes << " running decodes; the counter says " << num_running_decodes_;
+  LOOM_CHECK(num_waiting == waiting_.size());
+}
+
+}  // namespace loom
