@@ -1,6 +1,7 @@
 #include "cache/kv_cache_manager.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <ranges>
 
@@ -103,11 +104,99 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
     seq.block_hashes.push_back(hit_hashes[i]);
   }
   seq.num_offered += hits.size();
+  Grow(req, num_tokens, num_new_blocks, seq);
+  return std::span<const BlockId>(seq.block_table).last(static_cast<size_t>(num_new_blocks));
+}
+
+void KvCacheManager::Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks,
+                          Sequence& seq) {
   pool_.Allocate(num_new_blocks, &seq.block_table);
   if (enable_prefix_caching_) {
     CacheFullBlocks(req, num_tokens, seq);
   }
-  return std::span<const BlockId>(seq.block_table).last(static_cast<size_t>(num_new_blocks));
+}
+
+void KvCacheManager::AllocateSlotsBatch(std::span<const SlotRequest> batch,
+                                        std::span<std::span<const BlockId>> tables) {
+  LOOM_CHECK(tables.size() == batch.size());
+  // A software pipeline: call i is served while call i + kStage is prepared
+  // (hashed, its index slot and block loading), call i + 2 * kStage has its
+  // record looked up and its table tails loading, and the record and tokens
+  // of call i + 3 * kStage are loading. Each stage reads only what the stage
+  // before it started loading.
+  constexpr size_t kStage = 4;
+  std::array<Sequence*, 4 * kStage> found{};
+  const size_t n = batch.size();
+  for (size_t t = 0; t < n + 3 * kStage; ++t) {
+    if (t < n) {
+      const SlotRequest& call = batch[t];
+      seqs_.prefetch(call.req.seq_id);
+      // The tokens of the last block the call fills, for hashing.
+      const size_t end =
+          std::min(static_cast<size_t>(call.num_computed_tokens + call.num_new_tokens),
+                   call.req.token_ids.size());
+      if (enable_prefix_caching_ && end > 0) {
+        __builtin_prefetch(&call.req.token_ids[end - 1]);
+        __builtin_prefetch(&call.req.token_ids[end - std::min<size_t>(end, block_size_)]);
+      }
+    }
+    if (t >= kStage && t - kStage < n) {
+      const size_t i = t - kStage;
+      const auto it = seqs_.find(batch[i].req.seq_id);
+      LOOM_CHECK(it != seqs_.end()) << "a batched sequence must hold blocks";
+      found[i % found.size()] = &it->second;
+      PrefetchTails(it->second);
+    }
+    if (t >= 2 * kStage && t - 2 * kStage < n) {
+      const size_t i = t - 2 * kStage;
+      PrepareCall(batch[i], *found[i % found.size()]);
+    }
+    if (t < 3 * kStage || t - 3 * kStage >= n) {
+      continue;
+    }
+    const size_t i = t - 3 * kStage;
+    const SlotRequest& call = batch[i];
+    Sequence& seq = *found[i % found.size()];
+    LOOM_CHECK(call.num_computed_tokens >= 0 && call.num_new_tokens >= 0);
+    const int64_t num_held = static_cast<int64_t>(seq.block_table.size());
+    LOOM_CHECK(call.num_computed_tokens <= num_held * block_size_);
+    const int32_t num_tokens = call.num_computed_tokens + call.num_new_tokens;
+    const int64_t num_required = (static_cast<int64_t>(num_tokens) + block_size_ - 1) / block_size_;
+    const auto num_new_blocks = static_cast<int32_t>(std::max<int64_t>(0, num_required - num_held));
+    LOOM_CHECK(num_new_blocks <= pool_.NumFreeBlocks()) << "a batch must fit in the free blocks";
+    Grow(call.req, num_tokens, num_new_blocks, seq);
+    tables[i] = seq.block_table;
+  }
+}
+
+void KvCacheManager::PrefetchTails(const Sequence& seq) const {
+  if (!seq.block_table.empty()) {
+    __builtin_prefetch(&seq.block_table.back());
+  }
+  if (!seq.block_hashes.empty()) {
+    __builtin_prefetch(&seq.block_hashes.back());
+  }
+}
+
+void KvCacheManager::PrepareCall(const SlotRequest& call, Sequence& seq) {
+  if (seq.block_table.empty()) {
+    return;
+  }
+  if (!enable_prefix_caching_) {
+    pool_.PrefetchBlock(seq.block_table.back());
+    return;
+  }
+  // Hashing ahead changes nothing observable: the call caches the blocks.
+  const size_t num_hashed = seq.block_hashes.size();
+  HashFullBlocks(call.req, static_cast<size_t>(call.num_computed_tokens + call.num_new_tokens),
+                 seq);
+  if (seq.block_hashes.size() == num_hashed) {
+    pool_.PrefetchBlock(seq.block_table.back());
+    return;
+  }
+  for (size_t i = num_hashed; i < seq.block_hashes.size(); ++i) {
+    pool_.PrefetchCacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
+  }
 }
 
 void KvCacheManager::HashFullBlocks(const CacheRequest& req, size_t num_tokens,
@@ -161,35 +250,16 @@ void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t n
   seqs_[child_seq_id] = std::move(child);
 }
 
-void KvCacheManager::Prepare(const CacheRequest& req, int32_t num_tokens) {
-  const auto it = seqs_.find(req.seq_id);
-  if (it == seqs_.end() || it->second.block_table.empty()) {
-    return;
-  }
-  Sequence& seq = it->second;
-  __builtin_prefetch(&seq.block_table.back());
-  if (!enable_prefix_caching_) {
-    pool_.PrefetchBlock(seq.block_table.back());
-    return;
-  }
-  if (!seq.block_hashes.empty()) {
-    __builtin_prefetch(&seq.block_hashes.back());
-  }
-  const size_t num_hashed = seq.block_hashes.size();
-  HashFullBlocks(req, static_cast<size_t>(num_tokens), seq);
-  if (seq.block_hashes.size() > num_hashed) {
-    pool_.PrefetchCacheFullBlock(seq.block_table.back(), seq.block_hashes.back());
-  } else {
-    pool_.PrefetchBlock(seq.block_table.back());
-  }
-}
-
 void KvCacheManager::Free(int64_t seq_id) {
   const auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) {
     return;
   }
   const std::vector<BlockId>& table = it->second.block_table;
+  // Two passes, so that the blocks' records load at once.
+  for (BlockId id : table) {
+    pool_.PrefetchBlock(id);
+  }
   for (BlockId id : std::ranges::reverse_view(table)) {
     pool_.Release(id);
   }

@@ -56,6 +56,13 @@ struct CacheRequest {
   std::string_view cache_salt;         // requests with different salts share no prefix
 };
 
+// One call of AllocateSlotsBatch.
+struct SlotRequest {
+  CacheRequest req;
+  int32_t num_computed_tokens = 0;
+  int32_t num_new_tokens = 0;
+};
+
 // A cached prefix of full blocks found by GetComputedBlocks.
 struct ComputedBlocks {
   std::vector<BlockId> blocks;
@@ -104,22 +111,26 @@ class KvCacheManager {
   // must hold no blocks.
   void Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
 
-  // Hints for a caller walking thousands of sequences, so that it can overlap
-  // the cache misses of its next AllocateSlots calls; they change nothing
-  // that the calls can observe. PrefetchRecord starts loading the sequence's
-  // record. Prepare, issued once that has arrived, starts loading what an
-  // AllocateSlots for num_tokens tokens touches through it (the block table
-  // and hash chain tails, the last block's record) and, when that call will
-  // fill the last block held, hashes the block now and starts loading its
-  // prefix index slot, so the call finds everything in cache.
-  void PrefetchRecord(int64_t seq_id) const { seqs_.prefetch(seq_id); }
-  void Prepare(const CacheRequest& req, int32_t num_tokens);
+  // AllocateSlots(b.req, b.num_computed_tokens, b.num_new_tokens) for every b
+  // of batch, in order and with the same effects, when the caller knows that
+  // they all succeed: each sequence appears at most once and has been given
+  // blocks before (by AllocateSlots or Fork), so no prefix hits are involved,
+  // and together the calls need at most NumFreeBlocks() new blocks. Writes
+  // each sequence's whole block table to tables[i]. A caller walking thousands
+  // of sequences batches their calls because the cache can then load the
+  // records, table and hash-chain tails, tokens and index slots of the calls
+  // ahead while it serves the current one, so that the chains of dependent
+  // cache misses behind consecutive calls overlap.
+  void AllocateSlotsBatch(std::span<const SlotRequest> batch,
+                          std::span<std::span<const BlockId>> tables);
 
   // Drops the sequence's references, tail block first, so that its tail is
   // evicted before its (more shareable) head. Unknown ids are a no-op.
   void Free(int64_t seq_id);
 
-  // Empty for unknown ids. Valid until the next non-const call.
+  // Empty for unknown ids. Valid until the next call that changes this
+  // sequence's blocks (AllocateSlots, Fork into it, Free); calls for other
+  // sequences leave it valid.
   [[nodiscard]] std::span<const BlockId> BlockTable(int64_t seq_id) const;
 
   // Free blocks, including free blocks that still hold a cached prefix.
@@ -150,7 +161,7 @@ class KvCacheManager {
     // caching is off.
     std::vector<BlockHash> block_hashes;
     // Leading blocks already offered to the prefix index; block_hashes may
-    // run ahead of it (Prepare hashes a block before the call that fills it).
+    // run ahead of it (a batch hashes a block before the call that fills it).
     size_t num_offered = 0;
   };
 
@@ -163,6 +174,12 @@ class KvCacheManager {
   // Hashes the full blocks among the first num_tokens tokens and offers them
   // to the prefix index.
   void CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq);
+  // Appends num_new_blocks blocks to seq's table, which then covers
+  // num_tokens tokens, and caches the blocks that are full.
+  void Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks, Sequence& seq);
+  // The stages of AllocateSlotsBatch that load what a call will touch.
+  void PrefetchTails(const Sequence& seq) const;
+  void PrepareCall(const SlotRequest& call, Sequence& seq);
 
   const int32_t block_size_;
   const bool enable_prefix_caching_;

@@ -16,20 +16,9 @@ namespace {
 // would dominate the step.
 constexpr size_t kPrefetchDistance = 8;
 
-// Whether scheduling one more token for this running decode calls the cache:
-// the token fills its last block or needs a new one.
-bool DecodeCallsCache(const Sequence& seq, int32_t block_size) {
-  const int32_t end = seq.num_computed_tokens + 1;
-  return seq.state == SeqState::kRunning && seq.num_uncomputed_tokens() == 1 &&
-         (end % block_size == 0 || end > seq.num_blocks_held * block_size);
-}
-
-// The record's first two cache lines hold every field a step reads (its
-// first line every field that planning reads).
-void PrefetchSeq(const Sequence* seq) {
-  __builtin_prefetch(seq);
-  __builtin_prefetch(reinterpret_cast<const char*>(seq) + 64);
-}
+// Generated tokens a sequence has room for from the start: appending the
+// tokens of a sample shorter than this never reallocates its token list.
+constexpr int32_t kMaxGeneratedReserve = 4096;
 
 int32_t CapModelLen(int32_t max_model_len, int32_t num_blocks, int32_t block_size) {
   return static_cast<int32_t>(
@@ -127,7 +116,9 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
     seq->request = request.get();
     seq->key = SeqKey{.rank = rank, .handle = handle, .index = index};
     seq->state = i == 0 ? SeqState::kWaiting : SeqState::kPending;
-    seq->token_ids = params.prompt_token_ids;
+    seq->token_ids.reserve(
+        static_cast<size_t>(std::min(max_seq_len, num_prompt_tokens + kMaxGeneratedReserve)));
+    seq->token_ids.assign(params.prompt_token_ids.begin(), params.prompt_token_ids.end());
     seq->sampling = params.sampling;
     seq->sampling.seed = DeriveSampleSeed(params.sampling.seed, index);
     request->seqs.push_back(std::move(seq));
@@ -149,6 +140,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   plan.seqs.reserve(running_.size() + 8);
   scheduled_.clear();
   scheduled_.reserve(running_.size() + 8);
+  num_scheduled_samples_ = 0;
   int32_t budget = config_.max_num_batched_tokens;
   const bool preempted = !ScheduleRunning(budget, plan);
   // ScheduleRunning dropped the ended sequences from running_, the last
@@ -164,33 +156,21 @@ StepPlan Scheduler::Schedule(absl::Time now) {
 bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
   // Decodes still to come in this pass; a prefill chunk leaves room for them.
   int32_t decodes_left = num_running_decodes_;
+  // Cache calls are collected into one batch while the blocks they need
+  // together fit in the free blocks, so none can fail; the first call that
+  // might fail flushes the batch and is made on its own, with preemption.
+  // The calls reach the cache in the same order either way.
+  const int64_t num_free_blocks = cache_->NumFreeBlocks();
+  int64_t num_batch_blocks = 0;
+  bool batching = true;
   // One pass over running_ plans the step and drops the sequences that ended
   // since the last one: running_[0, kept) holds the running ones visited.
   size_t kept = 0;
   size_t i = 0;
   bool preempted = false;
   for (; i < running_.size() && budget > 0; ++i) {
-    // Records out of cache are loaded in three stages ahead of their turn:
-    // the sequence's, then for a decode that will call the cache the cache's
-    // record of it, then what that record points to.
-    if (i + 3 * kPrefetchDistance < running_.size()) {
-      __builtin_prefetch(running_[i + 3 * kPrefetchDistance]);  // its first line is enough here
-    }
-    if (i + 2 * kPrefetchDistance < running_.size()) {
-      const Sequence& ahead = *running_[i + 2 * kPrefetchDistance];
-      if (DecodeCallsCache(ahead, block_size_)) {
-        cache_->PrefetchRecord(ahead.seq_id);
-        // The tokens of the block it fills, for the cache to hash.
-        const int32_t* tail = ahead.token_ids.data() + ahead.num_tokens();
-        __builtin_prefetch(tail - 1);
-        __builtin_prefetch(tail - std::min(block_size_, ahead.num_tokens()));
-      }
-    }
     if (i + kPrefetchDistance < running_.size()) {
-      const Sequence& ahead = *running_[i + kPrefetchDistance];
-      if (DecodeCallsCache(ahead, block_size_)) {
-        cache_->Prepare(ahead.cache_request(), ahead.num_computed_tokens + 1);
-      }
+      __builtin_prefetch(running_[i + kPrefetchDistance]);  // its first line is all planning reads
     }
     Sequence& seq = *running_[i];
     if (seq.state != SeqState::kRunning) {
@@ -218,6 +198,21 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       AddToPlan(seq, num_new, plan);
       budget -= num_new;
       continue;
+    }
+    if (batching) {
+      const int64_t num_needed = std::max(0, BlocksFor(end) - seq.num_blocks_held);
+      if (num_batch_blocks + num_needed <= num_free_blocks) {
+        num_batch_blocks += num_needed;
+        batch_.push_back(SlotRequest{.req = seq.cache_request(),
+                                     .num_computed_tokens = seq.num_computed_tokens,
+                                     .num_new_tokens = num_new});
+        batch_seqs_.emplace_back(&seq, plan.seqs.size());
+        AddToPlan(seq, num_new, plan);  // its block table is set by AllocateBatch
+        budget -= num_new;
+        continue;
+      }
+      AllocateBatch(plan);
+      batching = false;
     }
     const CacheRequest req = seq.cache_request();
     bool preempted_self = false;
@@ -254,6 +249,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
   }
+  AllocateBatch(plan);
   // The sequences the budget did not reach keep their places.
   for (; i < running_.size(); ++i) {
     if (running_[i]->state == SeqState::kRunning) {
@@ -264,9 +260,39 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
   return !preempted;
 }
 
+void Scheduler::AllocateBatch(StepPlan& plan) {
+  if (batch_.empty()) {
+    return;
+  }
+  batch_tables_.resize(batch_.size());
+  cache_->AllocateSlotsBatch(batch_, batch_tables_);
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    const auto [seq, plan_index] = batch_seqs_[i];
+    seq->block_table = batch_tables_[i].data();
+    seq->num_blocks_held = static_cast<int32_t>(batch_tables_[i].size());
+    UpdateReservation(*seq);
+    plan.seqs[plan_index].block_table = batch_tables_[i];
+  }
+  batch_.clear();
+  batch_seqs_.clear();
+}
+
 void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
   const size_t num_old = running_.size();
   while (!waiting_.empty() && budget > 0) {
+    // The prompts of waiting sequences have long left the cache: load the
+    // next one's record, and the prompt of the one after this, while this one
+    // is admitted.
+    if (auto next = std::next(waiting_.begin()); next != waiting_.end()) {
+      const Sequence& ahead = **next;
+      const auto num_lines = std::min<size_t>(ahead.token_ids.size() * sizeof(int32_t) / 64, 16);
+      for (size_t line = 0; line <= num_lines; ++line) {
+        __builtin_prefetch(reinterpret_cast<const char*>(ahead.token_ids.data()) + 64 * line);
+      }
+      if (++next != waiting_.end()) {
+        __builtin_prefetch(*next);
+      }
+    }
     Sequence& seq = **waiting_.begin();
     Request& request = *seq.request;
     // Sample 0 brings the slots of the samples it will fork.
@@ -317,76 +343,80 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
   planned.num_computed_tokens = seq.num_computed_tokens;
   planned.num_scheduled_tokens = num_new_tokens;
   planned.sample = seq.num_computed_tokens + num_new_tokens == seq.num_tokens();
-  planned.block_table = seq.blocks();  // final: a sequence allocates once a step
+  // Final unless the cache call is batched: AllocateBatch sets it then.
+  planned.block_table = seq.blocks();
   planned.sampling = planned.sample ? &seq.sampling : nullptr;
   plan.num_scheduled_tokens += num_new_tokens;
-  scheduled_.push_back(&seq);
+  scheduled_.push_back(
+      InFlightSeq{.seq = &seq, .num_new_tokens = num_new_tokens, .sample = planned.sample});
+  num_scheduled_samples_ += planned.sample ? 1 : 0;
 }
 
 UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   LOOM_CHECK(in_flight_) << "Update without a Schedule";
-  LOOM_CHECK(plan.seqs.size() == scheduled_.size()) << "not the plan of the last Schedule";
+  // Update works from the scheduler's compact copy of the plan, so the plan
+  // is only checked at its ends.
+  LOOM_CHECK(plan.seqs.size() == scheduled_.size() &&
+             (scheduled_.empty() || (plan.seqs.front().seq_id == scheduled_.front().seq->seq_id &&
+                                     plan.seqs.back().seq_id == scheduled_.back().seq->seq_id)))
+      << "not the plan of the last Schedule";
+  LOOM_CHECK(result.sampled.size() == num_scheduled_samples_) << "one token per sampling sequence";
   UpdateOutput output;
   output.started = std::move(started_);
   started_.clear();
+  output.new_tokens.reserve(num_scheduled_samples_);
 
-  // Executors normally return the sampled tokens in plan order: then a single
-  // pass over the scheduled sequences applies everything, each record
-  // visited once. Otherwise the tokens are matched by seq id afterwards.
-  size_t num_samples = 0;
+  // Executors normally return the sampled tokens in plan order: then this
+  // single pass over the scheduled sequences applies everything, each record
+  // visited once. From the first token out of order on, the rest are matched
+  // by seq id afterwards.
   bool in_plan_order = true;
-  for (const ScheduledSeq& planned : plan.seqs) {
-    if (!planned.sample) {
-      continue;
-    }
-    in_plan_order = in_plan_order && num_samples < result.sampled.size() &&
-                    result.sampled[num_samples].seq_id == planned.seq_id;
-    ++num_samples;
-  }
-  LOOM_CHECK(result.sampled.size() == num_samples) << "one token per sampling sequence";
-  output.new_tokens.reserve(num_samples);
-
   std::vector<Sequence*> forked;
   size_t next_sampled = 0;
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     // With thousands of sequences their records and token lists are out of
-    // cache: load the records ahead, then (once those have arrived) the
-    // tails that sampled tokens are appended to.
+    // cache: load the records ahead (the first line holds what a decode
+    // reads), then (once those have arrived) the tails that sampled tokens are
+    // appended to.
     if (i + 2 * kPrefetchDistance < scheduled_.size()) {
-      PrefetchSeq(scheduled_[i + 2 * kPrefetchDistance]);
+      __builtin_prefetch(scheduled_[i + 2 * kPrefetchDistance].seq);
     }
     if (i + kPrefetchDistance < scheduled_.size()) {
-      const std::vector<int32_t>& ahead = scheduled_[i + kPrefetchDistance]->token_ids;
+      const std::vector<int32_t>& ahead = scheduled_[i + kPrefetchDistance].seq->token_ids;
       __builtin_prefetch(ahead.data() + ahead.size(), 1);
     }
-    Sequence& seq = *scheduled_[i];
-    const ScheduledSeq& planned = plan.seqs[i];
-    LOOM_CHECK(seq.seq_id == planned.seq_id);
+    const InFlightSeq& planned = scheduled_[i];
+    Sequence& seq = *planned.seq;
     const bool completes_prompt =
         seq.num_computed_tokens < seq.num_prompt_tokens &&
-        seq.num_computed_tokens + planned.num_scheduled_tokens >= seq.num_prompt_tokens;
+        seq.num_computed_tokens + planned.num_new_tokens >= seq.num_prompt_tokens;
     num_running_decodes_ -= IsDecode(seq);
-    seq.num_computed_tokens += planned.num_scheduled_tokens;
+    seq.num_computed_tokens += planned.num_new_tokens;
     num_running_decodes_ += IsDecode(seq);
     if (completes_prompt && seq.index == 0 && seq.request->num_pending > 0) {
       ForkSiblings(*seq.request, forked);
     }
-    if (in_plan_order && planned.sample) {
+    if (!planned.sample || !in_plan_order) {
+      continue;
+    }
+    in_plan_order = result.sampled[next_sampled].seq_id == seq.seq_id;
+    if (in_plan_order) {
       ApplySampled(seq, result.sampled[next_sampled++], output);
     }
   }
   if (!in_plan_order) {
     scheduled_index_.clear();
-    for (size_t i = 0; i < plan.seqs.size(); ++i) {
-      if (plan.seqs[i].sample) {
-        scheduled_index_.emplace(plan.seqs[i].seq_id, i);
+    for (size_t i = 0; i < scheduled_.size(); ++i) {
+      if (scheduled_[i].sample) {
+        scheduled_index_.emplace(scheduled_[i].seq->seq_id, i);
       }
     }
-    for (const SampledToken& sampled : result.sampled) {
+    for (size_t i = next_sampled; i < result.sampled.size(); ++i) {
+      const SampledToken& sampled = result.sampled[i];
       const auto it = scheduled_index_.find(sampled.seq_id);
       LOOM_CHECK(it != scheduled_index_.end())
           << "sampled seq " << sampled.seq_id << " was not to sample";
-      Sequence& seq = *scheduled_[it->second];
+      Sequence& seq = *scheduled_[it->second].seq;
       LOOM_CHECK(seq.num_uncomputed_tokens() == 0) << "seq " << sampled.seq_id << " sampled twice";
       ApplySampled(seq, sampled, output);
     }

@@ -186,6 +186,9 @@ class Scheduler {
   bool ScheduleRunning(int32_t& budget, StepPlan& plan);
   void AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan);
   void AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan);
+  // Makes the batched cache calls and gives their sequences and plan entries
+  // the block tables.
+  void AllocateBatch(StepPlan& plan);
   void ForkSiblings(Request& request, std::vector<Sequence*>& forked);
   // Appends a sampled token and applies the token-based stopping rules.
   void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
@@ -235,11 +238,22 @@ class Scheduler {
   absl::btree_set<std::pair<absl::Time, RequestHandle>> deadlines_;
   std::vector<RequestHandle> expired_;
 
-  // The plan in flight: scheduled_[i] is plan.seqs[i]'s sequence.
+  // The plan in flight, as much of it as Update needs: scheduled_[i] is
+  // plan.seqs[i]'s sequence; a small fraction of the plan's bytes.
+  struct InFlightSeq {
+    Sequence* seq = nullptr;
+    int32_t num_new_tokens = 0;
+    bool sample = false;
+  };
   bool in_flight_ = false;
-  std::vector<Sequence*> scheduled_;
+  std::vector<InFlightSeq> scheduled_;
+  size_t num_scheduled_samples_ = 0;
   std::vector<StartedRequest> started_;
   std::vector<DeferredEnd> deferred_;
+  // ScheduleRunning's batched cache calls, their sequences and plan indices.
+  std::vector<SlotRequest> batch_;
+  std::vector<std::pair<Sequence*, size_t>> batch_seqs_;
+  std::vector<std::span<const BlockId>> batch_tables_;
   // seq_id -> plan index, when the executor returns samples out of plan order.
   absl::flat_hash_map<int64_t, size_t> scheduled_index_;
 

@@ -28,15 +28,18 @@ struct ScheduledSeq {
   int32_t num_prompt_tokens = 0;
   int32_t num_computed_tokens = 0;
   int32_t num_scheduled_tokens = 0;
+  // True when this slice reaches the last known token: the executor samples
+  // one new token for it from the logits of that last position.
+  bool sample = false;
   // Block ids covering at least num_computed_tokens + num_scheduled_tokens
   // positions; position p lives in block_table[p / block_size], slot
   // p % block_size. Valid for the duration of Execute().
   std::span<const int32_t> block_table;
-  // True when this slice reaches the last known token: the executor samples
-  // one new token for it from the logits of that last position.
-  bool sample = false;
   const SamplingParams* sampling = nullptr;  // set when sample is true
 };
+
+// A plan holds one per running sequence: one cache line each.
+static_assert(sizeof(ScheduledSeq) <= 64);
 
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;    // prefill chunks and decodes, in any order

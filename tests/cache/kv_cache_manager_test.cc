@@ -54,25 +54,69 @@ TEST(KvCacheManagerTest, AllocatesWholeBlocksForAPrompt) {
   cache.CheckInvariants();
 }
 
-TEST(KvCacheManagerTest, PrepareHashesAheadButCachesOnlyWithTheFillingCall) {
-  KvCacheManager cache = Manager(8);
-  std::vector<int32_t> tokens = Tokens(7);
-  Admit(cache, Req(1, tokens));  // blocks 1 (full, cached) and 2 (3 of 4 slots)
-  tokens.push_back(7);           // the decode that fills block 2
-  const KvCacheStats before = cache.Stats();
-  cache.Prepare(Req(1, tokens), 8);
-  EXPECT_EQ(cache.pool().cached_hash(2), std::nullopt) << "a hint must not cache";
-  EXPECT_EQ(cache.Stats().num_used, before.num_used);
-  EXPECT_EQ(cache.Stats().num_cached_free, before.num_cached_free);
-  EXPECT_THAT(cache.BlockTable(1), ElementsAre(1, 2));
-  cache.CheckInvariants();
-  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 7, 1), Optional(IsEmpty()));
-  ASSERT_NE(cache.pool().cached_hash(2), std::nullopt);
-  cache.CheckInvariants();
-  // The hash it was cached under is the one a fresh lookup computes.
-  std::vector<int32_t> longer = tokens;
-  longer.push_back(9);
-  EXPECT_EQ(cache.GetComputedBlocks(Req(2, longer)).num_computed_tokens, 8);
+// Two caches driven alike, one step made by one batch in the first and by
+// AllocateSlots calls in the second, end up identical: tables, free-queue
+// order, cached hashes and counters. The step mixes decodes that stay in
+// their last block, fill it or need a new one, prefill chunks and forked
+// children that hold no block yet; 24 sequences cover the batch's pipeline.
+TEST(KvCacheManagerTest, BatchDoesWhatTheCallsInOrderDo) {
+  for (const bool caching : {true, false}) {
+    KvCacheManager batched = Manager(160, caching);
+    KvCacheManager sequential = Manager(160, caching);
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<int32_t> computed;
+    for (int32_t s = 0; s < 24; ++s) {
+      // Shared stems, so that some prompts hit blocks cached by earlier ones.
+      tokens.push_back(Tokens(5 + (s * 7) % 19, 100 * (s % 3)));
+      computed.push_back(0);
+      for (KvCacheManager* cache : {&batched, &sequential}) {
+        if (s % 6 == 5) {
+          cache->Fork(s - 1, s, 3);  // a child with no full block to share
+          continue;
+        }
+        const ComputedBlocks hits = cache->GetComputedBlocks(Req(s, tokens[s]));
+        const auto num_tokens = static_cast<int32_t>(tokens[s].size());
+        computed[s] = std::max(std::min(1 + s % 11, num_tokens), hits.num_computed_tokens + 1);
+        ASSERT_TRUE(
+            cache
+                ->AllocateSlots(Req(s, tokens[s]), 0, computed[s] - hits.num_computed_tokens, &hits)
+                .has_value());
+      }
+    }
+    batched.Free(7);  // a freed table, so that the step evicts and reuses blocks
+    sequential.Free(7);
+    std::vector<SlotRequest> batch;
+    for (int32_t s = 0; s < 24; ++s) {
+      if (s == 7) {
+        continue;
+      }
+      if (computed[s] == static_cast<int32_t>(tokens[s].size())) {
+        tokens[s].push_back(s);  // a decode
+      }
+      const int32_t num_new = static_cast<int32_t>(tokens[s].size()) - computed[s];
+      batch.push_back(SlotRequest{
+          .req = Req(s, tokens[s]), .num_computed_tokens = computed[s], .num_new_tokens = num_new});
+    }
+    std::vector<std::span<const BlockId>> tables(batch.size());
+    batched.AllocateSlotsBatch(batch, tables);
+    for (const SlotRequest& call : batch) {
+      ASSERT_TRUE(sequential.AllocateSlots(call.req, call.num_computed_tokens, call.num_new_tokens)
+                      .has_value());
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const int64_t id = batch[i].req.seq_id;
+      EXPECT_THAT(tables[i], ElementsAreArray(sequential.BlockTable(id))) << "seq " << id;
+      EXPECT_THAT(batched.BlockTable(id), ElementsAreArray(sequential.BlockTable(id)));
+    }
+    EXPECT_EQ(batched.pool().FreeBlocksInEvictionOrder(),
+              sequential.pool().FreeBlocksInEvictionOrder());
+    for (BlockId id = 1; id < 160; ++id) {
+      EXPECT_EQ(batched.pool().cached_hash(id), sequential.pool().cached_hash(id)) << id;
+    }
+    EXPECT_EQ(batched.Stats().num_cached_free, sequential.Stats().num_cached_free);
+    EXPECT_EQ(batched.NumFreeBlocks(), sequential.NumFreeBlocks());
+    batched.CheckInvariants();
+  }
 }
 
 TEST(KvCacheManagerTest, DecodeTakesANewBlockOnlyAtABoundary) {
@@ -344,6 +388,14 @@ TEST(KvCacheManagerDeathTest, RejectsStaleHitsAndImpossibleRanges) {
   EXPECT_DEATH((void)cache.AllocateSlots(Req(4, a), 4, 1), "num_computed_tokens");
   ASSERT_TRUE(cache.AllocateSlots(Req(5, a), 0, 1).has_value());
   EXPECT_DEATH((void)cache.GetComputedBlocks(Req(5, a)), "block_table.empty");
+  // A batch whose blocks do not fit, or that names an unknown sequence.
+  std::vector<std::span<const BlockId>> tables(1);
+  const std::vector<int32_t> long_prompt = Tokens(64);
+  const SlotRequest too_big{
+      .req = Req(5, long_prompt), .num_computed_tokens = 1, .num_new_tokens = 60};
+  EXPECT_DEATH(cache.AllocateSlotsBatch(std::span(&too_big, 1), tables), "must fit");
+  const SlotRequest unknown{.req = Req(42, a), .num_computed_tokens = 0, .num_new_tokens = 1};
+  EXPECT_DEATH(cache.AllocateSlotsBatch(std::span(&unknown, 1), tables), "hold blocks");
 }
 
 }  // namespace
