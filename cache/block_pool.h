@@ -85,12 +85,23 @@ class BlockPool {
     BlockHash hash;  // meaningful only when cached
   };
 
-  // Starts loading what taking the next free blocks touches: the front's
-  // prefix index entry (its hash is read from the Block prefetched by the
-  // previous call) and the Block and link of the block after it. Allocations
-  // come from the cold end of the queue, so without this each one waits for
-  // several cache misses.
-  void PrefetchFront() const;
+  // How far behind the free queue's head Allocate starts loading what taking
+  // a block touches: its record and queue position kRecordAhead ring entries
+  // ahead, and, once that record has arrived, its prefix index slot
+  // kIndexAhead entries ahead. Each taken block then costs no serial cache
+  // misses, where reading record, then hash, then index slot costs three.
+  static constexpr uint32_t kRecordAhead = 8;
+  static constexpr uint32_t kIndexAhead = 4;
+
+  // Start loading the record and queue position, or the prefix index slot, of
+  // the free queue's entry k places behind its head, if there is one. The
+  // entry may have been removed; then the load is merely wasted.
+  void PrefetchRecordAt(uint32_t k) const;
+  void PrefetchIndexSlotAt(uint32_t k) const;
+
+  // Gives a block just taken from the free queue its first reference,
+  // evicting its cached prefix.
+  void TakeFree(BlockId id);
 
   // The full hash of a block entered in the index, for its probes.
   [[nodiscard]] auto HashOf() const {
