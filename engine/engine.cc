@@ -74,8 +74,8 @@ absl::Status Engine::Warmup() {
                        .num_prompt_tokens = num_tokens,
                        .num_computed_tokens = 0,
                        .num_scheduled_tokens = num_tokens,
-                       .block_table = block_table,
                        .sample = true,
+                       .block_table = block_table,
                        .sampling = &sampling});
   plan.num_scheduled_tokens = num_tokens;
   absl::StatusOr<StepResult> result = executor_->Execute(plan);
