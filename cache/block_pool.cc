@@ -27,7 +27,10 @@ size_t BlockPool::Checked(BlockId id) const {
 __attribute__((always_inline)) inline void BlockPool::PrefetchRecordAt(uint32_t k) const {
   const BlockId id = free_queue_.AtOffset(k);
   if (id != FreeBlockQueue::kNoBlock) {
-    __builtin_prefetch(&blocks_[static_cast<size_t>(id)], 1);
+    // A record may straddle two cache lines; the hash can lie in either.
+    const Block* block = &blocks_[static_cast<size_t>(id)];
+    __builtin_prefetch(block, 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(block + 1) - 1, 1);
     free_queue_.PrefetchPosition(id);
   }
 }

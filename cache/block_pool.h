@@ -62,6 +62,13 @@ class BlockPool {
     }
   }
 
+  // Starts loading what Release(id) touches: the record and, since the block
+  // may become free, its place in the free queue.
+  void PrefetchRelease(BlockId id) const {
+    PrefetchBlock(id);
+    free_queue_.PrefetchPosition(id);
+  }
+
   [[nodiscard]] int32_t ref_cnt(BlockId id) const { return blocks_[Checked(id)].ref_cnt; }
   // The hash under which the block is in the prefix index, if it is.
   [[nodiscard]] std::optional<BlockHash> cached_hash(BlockId id) const;
@@ -90,7 +97,7 @@ class BlockPool {
   // ahead, and, once that record has arrived, its prefix index slot
   // kIndexAhead entries ahead. Each taken block then costs no serial cache
   // misses, where reading record, then hash, then index slot costs three.
-  static constexpr uint32_t kRecordAhead = 8;
+  static constexpr uint32_t kRecordAhead = 16;
   static constexpr uint32_t kIndexAhead = 4;
 
   // Start loading the record and queue position, or the prefix index slot, of

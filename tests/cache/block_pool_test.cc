@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 namespace loom {
@@ -109,6 +111,44 @@ TEST(BlockPoolTest, AllocationEvictsLeastRecentlyFreedPrefixFirst) {
   EXPECT_THAT(Take(pool, 1), ElementsAre(3));
   EXPECT_THAT(pool.Lookup(Hash(1)), Optional(1));
   EXPECT_EQ(pool.NumCachedFreeBlocks(), 1);
+  pool.CheckInvariants();
+}
+
+// Enough blocks that Allocate looks ahead past the ones it takes, with
+// revived blocks (removed from the queue, still in its ring) among them.
+TEST(BlockPoolTest, LargeAllocationEvictsInQueueOrderSkippingRevivedBlocks) {
+  constexpr int32_t kNumBlocks = 65;
+  BlockPool pool(kNumBlocks, true);
+  std::vector<BlockId> ids = Take(pool, kNumBlocks - 1);
+  for (BlockId id : ids) {
+    pool.CacheFullBlock(id, Hash(static_cast<uint64_t>(id)));
+  }
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+  for (BlockId id : ids) {
+    pool.Release(id);
+  }
+  std::vector<BlockId> revived;
+  for (size_t i = 3; i < ids.size(); i += 5) {
+    pool.Touch(ids[i]);
+    revived.push_back(ids[i]);
+  }
+  std::vector<BlockId> order = pool.FreeBlocksInEvictionOrder();
+  ASSERT_EQ(order.size(), ids.size() - revived.size());
+  pool.CheckInvariants();
+
+  const std::vector<BlockId> taken = Take(pool, 40);
+  EXPECT_EQ(taken, std::vector<BlockId>(order.begin(), order.begin() + 40));
+  for (BlockId id : taken) {
+    EXPECT_EQ(pool.Lookup(Hash(static_cast<uint64_t>(id))), std::nullopt);
+    EXPECT_EQ(pool.ref_cnt(id), 1);
+  }
+  for (BlockId id : revived) {
+    EXPECT_THAT(pool.Lookup(Hash(static_cast<uint64_t>(id))), Optional(id));
+  }
+  for (auto it = order.begin() + 40; it != order.end(); ++it) {
+    EXPECT_THAT(pool.Lookup(Hash(static_cast<uint64_t>(*it))), Optional(*it));
+  }
+  EXPECT_EQ(pool.NumCachedFreeBlocks(), static_cast<int32_t>(order.size()) - 40);
   pool.CheckInvariants();
 }
 
