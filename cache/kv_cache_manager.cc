@@ -96,6 +96,14 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
 
   if (it == seqs_.end()) {
     it = seqs_.try_emplace(req.seq_id).first;
+    // Capped, so that a long max_num_tokens does not reserve much memory for
+    // a sequence that may stop early.
+    const auto num_blocks =
+        static_cast<size_t>(std::min((req.max_num_tokens + block_size_ - 1) / block_size_, 512));
+    it->second.block_table.reserve(num_blocks);
+    if (enable_prefix_caching_) {
+      it->second.block_hashes.reserve(num_blocks);
+    }
   }
   Sequence& seq = it->second;
   for (size_t i = 0; i < hits.size(); ++i) {

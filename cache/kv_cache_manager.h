@@ -54,6 +54,9 @@ struct CacheRequest {
   int64_t seq_id;
   std::span<const int32_t> token_ids;  // every known token (prompt + generated so far)
   std::string_view cache_salt;         // requests with different salts share no prefix
+  // The most tokens the sequence may reach, when known (0 if not): the cache
+  // then sizes the sequence's tables once instead of growing them.
+  int32_t max_num_tokens = 0;
 };
 
 // One call of AllocateSlotsBatch.

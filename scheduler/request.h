@@ -104,7 +104,10 @@ struct alignas(64) Sequence {
     return StopBounds{.min_stop_len = min_stop_len, .max_len = max_len, .ignore_eos = ignore_eos};
   }
   [[nodiscard]] CacheRequest cache_request() const {
-    return CacheRequest{.seq_id = seq_id, .token_ids = token_ids, .cache_salt = cache_salt};
+    return CacheRequest{.seq_id = seq_id,
+                        .token_ids = token_ids,
+                        .cache_salt = cache_salt,
+                        .max_num_tokens = max_len};
   }
 };
 static_assert(offsetof(Sequence, max_len) + sizeof(int32_t) <= 64,

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <ranges>
 #include <utility>
 
@@ -31,6 +32,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* cache)
     : config_(config),
       cache_(cache),
       block_size_(cache->block_size()),
+      block_mask_(std::has_single_bit(static_cast<uint32_t>(block_size_)) ? block_size_ - 1 : -1),
       num_usable_blocks_(cache->Stats().num_blocks),
       max_model_len_(CapModelLen(config.max_model_len, num_usable_blocks_, block_size_)) {
   LOOM_CHECK(config_.max_model_len > 0) << "max_model_len is required";
@@ -192,15 +194,14 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
 
     // Most decodes fit in the last block held and fill no block: for the
     // cache such a call has nothing to allocate and no full block to hash.
-    const int32_t end = seq.num_computed_tokens + num_new;
-    if (end <= seq.num_blocks_held * block_size_ &&
-        end / block_size_ == seq.num_computed_tokens / block_size_) {
+    if (StaysInBlock(seq, num_new)) {
       AddToPlan(seq, num_new, plan);
       budget -= num_new;
       continue;
     }
     if (batching) {
-      const int64_t num_needed = std::max(0, BlocksFor(end) - seq.num_blocks_held);
+      const int64_t num_needed =
+          std::max(0, BlocksFor(seq.num_computed_tokens + num_new) - seq.num_blocks_held);
       if (num_batch_blocks + num_needed <= num_free_blocks) {
         num_batch_blocks += num_needed;
         batch_.push_back(SlotRequest{.req = seq.cache_request(),
@@ -336,20 +337,21 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
 }
 
 void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan) {
-  ScheduledSeq& planned = plan.seqs.emplace_back();
-  planned.seq_id = seq.seq_id;
-  planned.all_token_ids = seq.token_ids;
-  planned.num_prompt_tokens = seq.num_prompt_tokens;
-  planned.num_computed_tokens = seq.num_computed_tokens;
-  planned.num_scheduled_tokens = num_new_tokens;
-  planned.sample = seq.num_computed_tokens + num_new_tokens == seq.num_tokens();
-  // Final unless the cache call is batched: AllocateBatch sets it then.
-  planned.block_table = seq.blocks();
-  planned.sampling = planned.sample ? &seq.sampling : nullptr;
+  const bool sample = seq.num_computed_tokens + num_new_tokens == seq.num_tokens();
+  // The block table is final unless the cache call is batched: AllocateBatch
+  // sets it then.
+  plan.seqs.push_back(ScheduledSeq{.seq_id = seq.seq_id,
+                                   .all_token_ids = seq.token_ids,
+                                   .num_prompt_tokens = seq.num_prompt_tokens,
+                                   .num_computed_tokens = seq.num_computed_tokens,
+                                   .num_scheduled_tokens = num_new_tokens,
+                                   .sample = sample,
+                                   .block_table = seq.blocks(),
+                                   .sampling = sample ? &seq.sampling : nullptr});
   plan.num_scheduled_tokens += num_new_tokens;
   scheduled_.push_back(
-      InFlightSeq{.seq = &seq, .num_new_tokens = num_new_tokens, .sample = planned.sample});
-  num_scheduled_samples_ += planned.sample ? 1 : 0;
+      InFlightSeq{.seq = &seq, .num_new_tokens = num_new_tokens, .sample = sample});
+  num_scheduled_samples_ += sample ? 1 : 0;
 }
 
 UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
@@ -435,14 +437,18 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
 }
 
 void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output) {
-  num_running_decodes_ -= IsDecode(seq);
+  // A sampling sequence has computed all its tokens: the new one makes it a
+  // decode.
   seq.token_ids.push_back(sampled.token_id);
-  num_running_decodes_ += IsDecode(seq);
-  output.new_tokens.push_back(NewToken{.handle = seq.handle(),
-                                       .index = seq.index,
-                                       .token_id = sampled.token_id,
-                                       .logprob = sampled.logprob,
-                                       .top = sampled.top});
+  ++num_running_decodes_;
+  NewToken& token = output.new_tokens.emplace_back();
+  token.handle = seq.handle();
+  token.index = seq.index;
+  token.token_id = sampled.token_id;
+  token.logprob = sampled.logprob;
+  if (!sampled.top.empty()) {
+    token.top = sampled.top;
+  }
   std::string stop_reason;
   const FinishReason reason = CheckSeqStop(seq, &stop_reason);
   if (reason == FinishReason::kNone) {
@@ -492,6 +498,12 @@ void Scheduler::RefreshBlocks(Sequence& seq) const {
   const std::span<const BlockId> table = cache_->BlockTable(seq.seq_id);
   seq.block_table = table.data();
   seq.num_blocks_held = static_cast<int32_t>(table.size());
+}
+
+bool Scheduler::StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const {
+  const int32_t computed = seq.num_computed_tokens;
+  const int32_t offset = block_mask_ >= 0 ? (computed & block_mask_) : computed % block_size_;
+  return computed < seq.num_blocks_held * block_size_ && offset + num_new_tokens < block_size_;
 }
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {

@@ -176,6 +176,11 @@ class Scheduler {
   };
 
   [[nodiscard]] int32_t BlocksFor(int32_t num_tokens) const;
+  // Whether num_new_tokens more tokens stay in the block (already held) that
+  // the sequence's next token goes to without filling it, so that the cache
+  // has nothing to do for them. Divides only when block_size_ is not a power
+  // of two: this runs for every sequence every step.
+  [[nodiscard]] bool StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const;
   [[nodiscard]] int32_t ChunkSize(int32_t num_uncomputed, int32_t budget) const;
   [[nodiscard]] Sequence* FindSeq(RequestHandle handle, uint32_t index) const;
   [[nodiscard]] static int32_t IsDecode(const Sequence& seq) {
@@ -218,6 +223,7 @@ class Scheduler {
   const SchedulerConfig config_;
   KvCacheManager* const cache_;
   const int32_t block_size_;
+  const int32_t block_mask_;  // block_size_ - 1 when it is a power of two, else -1
   const int32_t num_usable_blocks_;
   const int32_t max_model_len_;
 
