@@ -24,13 +24,9 @@ FreeBlockQueue::FreeBlockQueue(int32_t num_blocks)
       mask_(static_cast<uint32_t>(ring_.size() - 1)),
       pos_(static_cast<size_t>(num_blocks), kNotQueued) {}
 
-void FreeBlockQueue::CheckPushable(BlockId id) const {
+void FreeBlockQueue::PushBack(BlockId id) {
   LOOM_CHECK(id >= 0 && id < num_blocks_);
   LOOM_CHECK(!Contains(id));
-}
-
-void FreeBlockQueue::PushBack(BlockId id) {
-  CheckPushable(id);
   if (tail_ - head_ == ring_.size()) {
     Compact();
   }
@@ -41,7 +37,8 @@ void FreeBlockQueue::PushBack(BlockId id) {
 }
 
 void FreeBlockQueue::PushFront(BlockId id) {
-  CheckPushable(id);
+  LOOM_CHECK(id >= 0 && id < num_blocks_);
+  LOOM_CHECK(!Contains(id));
   if (tail_ - head_ == ring_.size()) {
     Compact();
   }
@@ -49,20 +46,6 @@ void FreeBlockQueue::PushFront(BlockId id) {
   ring_[slot] = id;
   pos_[static_cast<size_t>(id)] = slot;
   ++size_;
-}
-
-BlockId FreeBlockQueue::PopFront() {
-  LOOM_CHECK(!empty());
-  // A queued entry lies ahead, so the skip stops inside the window.
-  while (!IsLive(head_ & mask_)) {
-    ++head_;
-  }
-  const BlockId front = ring_[head_++ & mask_];
-  pos_[static_cast<size_t>(front)] = kNotQueued;
-  if (--size_ == 0) {
-    head_ = tail_;
-  }
-  return front;
 }
 
 void FreeBlockQueue::Remove(BlockId id) {
