@@ -449,6 +449,15 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
   if (!sampled.top.empty()) {
     token.top = sampled.top;
   }
+  // Most tokens end nothing, which the record's first line shows without the
+  // full rules: the sample is below its length limit, and no stop token can
+  // match (too early for them, or no stop ids and not an EOS that counts).
+  const int32_t num_tokens = seq.num_tokens();
+  if (num_tokens < seq.max_len &&
+      (num_tokens < seq.min_stop_len ||
+       (!seq.has_stop_token_ids && (seq.ignore_eos || !IsEos(sampled.token_id))))) {
+    return;
+  }
   std::string stop_reason;
   const FinishReason reason = CheckSeqStop(seq, &stop_reason);
   if (reason == FinishReason::kNone) {
@@ -484,6 +493,10 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
     forked.push_back(child.get());
   }
   request.num_pending = 0;
+}
+
+bool Scheduler::IsEos(int32_t token_id) const {
+  return std::ranges::find(config_.eos_token_ids, token_id) != config_.eos_token_ids.end();
 }
 
 FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reason) const {
