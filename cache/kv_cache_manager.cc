@@ -264,9 +264,9 @@ void KvCacheManager::Free(int64_t seq_id) {
     return;
   }
   const std::vector<BlockId>& table = it->second.block_table;
-  // Two passes, so that the blocks' records load at once.
+  // Two passes, so that what the releases touch loads at once.
   for (BlockId id : table) {
-    pool_.PrefetchBlock(id);
+    pool_.PrefetchRelease(id);
   }
   for (BlockId id : std::ranges::reverse_view(table)) {
     pool_.Release(id);
