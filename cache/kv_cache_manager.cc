@@ -124,6 +124,18 @@ void KvCacheManager::Grow(const CacheRequest& req, int32_t num_tokens, int32_t n
   }
 }
 
+// Inlined by force: GCC counts a prefetch as no side effect, so it may deem a
+// function that only prefetches pure and drop every call to it.
+__attribute__((always_inline)) inline void KvCacheManager::PrefetchTails(
+    const Sequence& seq) const {
+  if (!seq.block_table.empty()) {
+    __builtin_prefetch(&seq.block_table.back());
+  }
+  if (!seq.block_hashes.empty()) {
+    __builtin_prefetch(&seq.block_hashes.back());
+  }
+}
+
 void KvCacheManager::AllocateSlotsBatch(std::span<const SlotRequest> batch,
                                         std::span<std::span<const BlockId>> tables) {
   LOOM_CHECK(tables.size() == batch.size());
@@ -174,15 +186,6 @@ void KvCacheManager::AllocateSlotsBatch(std::span<const SlotRequest> batch,
     LOOM_CHECK(num_new_blocks <= pool_.NumFreeBlocks()) << "a batch must fit in the free blocks";
     Grow(call.req, num_tokens, num_new_blocks, seq);
     tables[i] = seq.block_table;
-  }
-}
-
-void KvCacheManager::PrefetchTails(const Sequence& seq) const {
-  if (!seq.block_table.empty()) {
-    __builtin_prefetch(&seq.block_table.back());
-  }
-  if (!seq.block_hashes.empty()) {
-    __builtin_prefetch(&seq.block_hashes.back());
   }
 }
 

@@ -349,8 +349,10 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
                                    .block_table = seq.blocks(),
                                    .sampling = sample ? &seq.sampling : nullptr});
   plan.num_scheduled_tokens += num_new_tokens;
-  scheduled_.push_back(
-      InFlightSeq{.seq = &seq, .num_new_tokens = num_new_tokens, .sample = sample});
+  scheduled_.push_back(InFlightSeq{.seq = &seq,
+                                   .tail = seq.token_ids.data() + seq.token_ids.size(),
+                                   .num_new_tokens = num_new_tokens,
+                                   .sample = sample});
   num_scheduled_samples_ += sample ? 1 : 0;
 }
 
@@ -378,14 +380,11 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     // With thousands of sequences their records and token lists are out of
     // cache: load the records ahead (the first line holds what a decode
-    // reads), then (once those have arrived) the tails that sampled tokens are
-    // appended to.
-    if (i + 2 * kPrefetchDistance < scheduled_.size()) {
-      __builtin_prefetch(scheduled_[i + 2 * kPrefetchDistance].seq);
-    }
+    // reads) and the tails that sampled tokens are appended to.
     if (i + kPrefetchDistance < scheduled_.size()) {
-      const std::vector<int32_t>& ahead = scheduled_[i + kPrefetchDistance].seq->token_ids;
-      __builtin_prefetch(ahead.data() + ahead.size(), 1);
+      const InFlightSeq& ahead = scheduled_[i + kPrefetchDistance];
+      __builtin_prefetch(ahead.seq);
+      __builtin_prefetch(ahead.tail, 1);
     }
     const InFlightSeq& planned = scheduled_[i];
     Sequence& seq = *planned.seq;

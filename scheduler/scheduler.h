@@ -249,6 +249,9 @@ class Scheduler {
   // plan.seqs[i]'s sequence; a small fraction of the plan's bytes.
   struct InFlightSeq {
     Sequence* seq = nullptr;
+    // Where a sampled token will be appended, for prefetching without
+    // reading the record first.
+    const int32_t* tail = nullptr;
     int32_t num_new_tokens = 0;
     bool sample = false;
   };
