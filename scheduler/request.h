@@ -16,6 +16,7 @@
 #include "cache/kv_cache_manager.h"
 #include "scheduler/request_params.h"
 #include "scheduler/sampling_params.h"
+#include "scheduler/seq_arena.h"
 #include "scheduler/stop_checker.h"
 
 namespace loom {
@@ -69,7 +70,7 @@ struct alignas(64) Sequence {
   int32_t num_computed_tokens = 0;
   int32_t num_prompt_tokens = 0;
   // The prompt followed by this sample's generated tokens.
-  std::vector<int32_t> token_ids;
+  TokenList token_ids;
   // The cache's block table for this sequence (KvCacheManager::BlockTable),
   // refreshed after every cache call that changes it, so that a plan needs no
   // table lookups; null while it holds no blocks.
@@ -91,6 +92,14 @@ struct alignas(64) Sequence {
   Request* request = nullptr;
   SeqKey key;
   SamplingParams sampling;  // with this sample's seed
+
+  // Records live in the shared arena, on huge pages like the token lists.
+  static void* operator new(size_t bytes, std::align_val_t /*alignment*/) {
+    return SeqArena::Shared().Allocate(bytes);
+  }
+  static void operator delete(void* p, size_t bytes, std::align_val_t /*alignment*/) {
+    SeqArena::Shared().Deallocate(p, bytes);
+  }
 
   [[nodiscard]] RequestHandle handle() const {
     return static_cast<RequestHandle>(seq_id / kMaxSamplesPerRequest);
