@@ -281,9 +281,9 @@ void Scheduler::AllocateBatch(StepPlan& plan) {
 void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
   const size_t num_old = running_.size();
   while (!waiting_.empty() && budget > 0) {
-    // The prompts of waiting sequences have long left the cache: load the
-    // next one's record, and the prompt of the one after this, while this one
-    // is admitted.
+    // The prompts of waiting sequences have long left the cache: while this
+    // one is admitted, load the prompt of the next one and the record of the
+    // one after that.
     if (auto next = std::next(waiting_.begin()); next != waiting_.end()) {
       const Sequence& ahead = **next;
       const auto num_lines = std::min<size_t>(ahead.token_ids.size() * sizeof(int32_t) / 64, 16);
