@@ -19,7 +19,7 @@ constexpr size_t kPrefetchDistance = 8;
 
 // Generated tokens a sequence has room for from the start: appending the
 // tokens of a sample shorter than this never reallocates its token list.
-constexpr int32_t kMaxGeneratedReserve = 4096;
+constexpr int32_t kMaxGeneratedReserve = 512;
 
 int32_t CapModelLen(int32_t max_model_len, int32_t num_blocks, int32_t block_size) {
   return static_cast<int32_t>(

@@ -40,13 +40,15 @@ class SeqArena {
 
   static constexpr size_t kChunkBytes = size_t{2} << 20;
   static constexpr size_t kMinClassBytes = 256;
-  static constexpr size_t kMaxClassBytes = size_t{256} << 10;
+  // Longer lists (16K tokens and up) come from operator new, so that a burst
+  // of long prompts does not leave memory parked in the free lists.
+  static constexpr size_t kMaxClassBytes = size_t{64} << 10;
 
  private:
   struct FreeBlock {
     FreeBlock* next;
   };
-  static constexpr size_t kNumClasses = 11;  // 256 B .. 256 KiB
+  static constexpr size_t kNumClasses = 9;  // 256 B .. 64 KiB
   static_assert(kMinClassBytes << (kNumClasses - 1) == kMaxClassBytes);
 
   static size_t ClassOf(size_t bytes);
