@@ -83,9 +83,7 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
   }
 
   const int32_t num_tokens = num_computed_tokens + num_hit_tokens + num_new_tokens;
-  const int64_t num_required = (static_cast<int64_t>(num_tokens) + block_size_ - 1) / block_size_;
-  const int32_t num_new_blocks = static_cast<int32_t>(
-      std::max<int64_t>(0, num_required - static_cast<int64_t>(num_held + hits.size())));
+  const int32_t num_new_blocks = NumNewBlocks(num_tokens, num_held + hits.size());
   // Reviving a free hit block takes it out of the free queue just like a new
   // block, so it counts against the free blocks too.
   const auto num_revived = static_cast<int32_t>(
@@ -99,7 +97,7 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
     // Capped, so that a long max_num_tokens does not reserve much memory for
     // a sequence that may stop early.
     const auto num_blocks =
-        static_cast<size_t>(std::min((req.max_num_tokens + block_size_ - 1) / block_size_, 512));
+        static_cast<size_t>(std::min<int64_t>(BlocksFor(req.max_num_tokens), 512));
     it->second.block_table.reserve(num_blocks);
     if (enable_prefix_caching_) {
       it->second.block_hashes.reserve(num_blocks);
@@ -114,6 +112,15 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
   seq.num_offered += hits.size();
   Grow(req, num_tokens, num_new_blocks, seq);
   return std::span<const BlockId>(seq.block_table).last(static_cast<size_t>(num_new_blocks));
+}
+
+int64_t KvCacheManager::BlocksFor(int64_t num_tokens) const {
+  return (num_tokens + block_size_ - 1) / block_size_;
+}
+
+int32_t KvCacheManager::NumNewBlocks(int32_t num_tokens, size_t num_held) const {
+  return static_cast<int32_t>(
+      std::max<int64_t>(0, BlocksFor(num_tokens) - static_cast<int64_t>(num_held)));
 }
 
 void KvCacheManager::Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks,
@@ -178,11 +185,10 @@ void KvCacheManager::AllocateSlotsBatch(std::span<const SlotRequest> batch,
     const SlotRequest& call = batch[i];
     Sequence& seq = *found[i % found.size()];
     LOOM_CHECK(call.num_computed_tokens >= 0 && call.num_new_tokens >= 0);
-    const int64_t num_held = static_cast<int64_t>(seq.block_table.size());
-    LOOM_CHECK(call.num_computed_tokens <= num_held * block_size_);
+    LOOM_CHECK(static_cast<int64_t>(call.num_computed_tokens) <=
+               static_cast<int64_t>(seq.block_table.size()) * block_size_);
     const int32_t num_tokens = call.num_computed_tokens + call.num_new_tokens;
-    const int64_t num_required = (static_cast<int64_t>(num_tokens) + block_size_ - 1) / block_size_;
-    const auto num_new_blocks = static_cast<int32_t>(std::max<int64_t>(0, num_required - num_held));
+    const int32_t num_new_blocks = NumNewBlocks(num_tokens, seq.block_table.size());
     LOOM_CHECK(num_new_blocks <= pool_.NumFreeBlocks()) << "a batch must fit in the free blocks";
     Grow(call.req, num_tokens, num_new_blocks, seq);
     tables[i] = seq.block_table;

@@ -177,6 +177,9 @@ class KvCacheManager {
   // Hashes the full blocks among the first num_tokens tokens and offers them
   // to the prefix index.
   void CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq);
+  // Blocks covering num_tokens tokens, and how many more than num_held that is.
+  [[nodiscard]] int64_t BlocksFor(int64_t num_tokens) const;
+  [[nodiscard]] int32_t NumNewBlocks(int32_t num_tokens, size_t num_held) const;
   // Appends num_new_blocks blocks to seq's table, which then covers
   // num_tokens tokens, and caches the blocks that are full.
   void Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks, Sequence& seq);

@@ -109,6 +109,10 @@ struct alignas(64) Sequence {
   [[nodiscard]] std::span<const BlockId> blocks() const {
     return {block_table, static_cast<size_t>(num_blocks_held)};
   }
+  void set_blocks(std::span<const BlockId> table) {
+    block_table = table.data();
+    num_blocks_held = static_cast<int32_t>(table.size());
+  }
   [[nodiscard]] StopBounds stop_bounds() const {
     return StopBounds{.min_stop_len = min_stop_len, .max_len = max_len, .ignore_eos = ignore_eos};
   }

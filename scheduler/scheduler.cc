@@ -269,8 +269,7 @@ void Scheduler::AllocateBatch(StepPlan& plan) {
   cache_->AllocateSlotsBatch(batch_, batch_tables_);
   for (size_t i = 0; i < batch_.size(); ++i) {
     const auto [seq, plan_index] = batch_seqs_[i];
-    seq->block_table = batch_tables_[i].data();
-    seq->num_blocks_held = static_cast<int32_t>(batch_tables_[i].size());
+    seq->set_blocks(batch_tables_[i]);
     UpdateReservation(*seq);
     plan.seqs[plan_index].block_table = batch_tables_[i];
   }
@@ -448,13 +447,9 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
   if (!sampled.top.empty()) {
     token.top = sampled.top;
   }
-  // Most tokens end nothing, which the record's first line shows without the
-  // full rules: the sample is below its length limit, and no stop token can
-  // match (too early for them, or no stop ids and not an EOS that counts).
-  const int32_t num_tokens = seq.num_tokens();
-  if (num_tokens < seq.max_len &&
-      (num_tokens < seq.min_stop_len ||
-       (!seq.has_stop_token_ids && (seq.ignore_eos || !IsEos(sampled.token_id))))) {
+  // Most tokens end nothing, which the record's first line shows.
+  if (CannotStop(seq.num_tokens(), sampled.token_id, seq.stop_bounds(), seq.has_stop_token_ids,
+                 config_.eos_token_ids)) {
     return;
   }
   std::string stop_reason;
@@ -494,10 +489,6 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
   request.num_pending = 0;
 }
 
-bool Scheduler::IsEos(int32_t token_id) const {
-  return std::ranges::find(config_.eos_token_ids, token_id) != config_.eos_token_ids.end();
-}
-
 FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reason) const {
   // The stop token ids are read only when there are some: they sit outside
   // the record's first cache line.
@@ -507,9 +498,7 @@ FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reas
 }
 
 void Scheduler::RefreshBlocks(Sequence& seq) const {
-  const std::span<const BlockId> table = cache_->BlockTable(seq.seq_id);
-  seq.block_table = table.data();
-  seq.num_blocks_held = static_cast<int32_t>(table.size());
+  seq.set_blocks(cache_->BlockTable(seq.seq_id));
 }
 
 bool Scheduler::StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const {

@@ -197,7 +197,6 @@ class Scheduler {
   void ForkSiblings(Request& request, std::vector<Sequence*>& forked);
   // Appends a sampled token and applies the token-based stopping rules.
   void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
-  [[nodiscard]] bool IsEos(int32_t token_id) const;
   // CheckStop for the sequence's last token.
   FinishReason CheckSeqStop(const Sequence& seq, std::string* stop_reason) const;
   // Points seq's block table at the cache's, after a call that changed it.

@@ -188,8 +188,7 @@ void Scheduler::UpdateReservation(Sequence& seq) {
 void Scheduler::ClearReservation(Sequence& seq) {
   num_reserved_blocks_ -= seq.num_blocks_reserved;
   seq.num_blocks_reserved = 0;
-  seq.block_table = nullptr;
-  seq.num_blocks_held = 0;
+  seq.set_blocks({});
 }
 
 void Scheduler::CheckInvariants() const {

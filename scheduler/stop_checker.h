@@ -67,6 +67,20 @@ struct StopBounds {
   return num_tokens >= bounds.max_len ? FinishReason::kLength : FinishReason::kNone;
 }
 
+// Whether a sample's last token certainly ends nothing, from what a scheduler
+// keeps beside the tokens: the sample is below its length limit and no stop
+// token can match (too early for them, or no stop ids and no EOS that
+// counts). The common case, decided without the stop id list; otherwise
+// CheckStop decides.
+[[nodiscard]] inline bool CannotStop(int32_t num_tokens, int32_t last, StopBounds bounds,
+                                     bool has_stop_token_ids,
+                                     std::span<const int32_t> eos_token_ids) {
+  return num_tokens < bounds.max_len &&
+         (num_tokens < bounds.min_stop_len ||
+          (!has_stop_token_ids &&
+           (bounds.ignore_eos || std::ranges::find(eos_token_ids, last) == eos_token_ids.end())));
+}
+
 [[nodiscard]] inline FinishReason CheckStop(std::span<const int32_t> token_ids,
                                             int32_t num_prompt_tokens, const StopRules& rules,
                                             std::span<const int32_t> eos_token_ids,
