@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
-#include <ranges>
 
 #include "base/check.h"
 
@@ -277,8 +276,8 @@ void KvCacheManager::Free(int64_t seq_id) {
   for (BlockId id : table) {
     pool_.PrefetchRelease(id);
   }
-  for (BlockId id : std::ranges::reverse_view(table)) {
-    pool_.Release(id);
+  for (auto id = table.rbegin(); id != table.rend(); ++id) {
+    pool_.Release(*id);
   }
   seqs_.erase(it);
 }

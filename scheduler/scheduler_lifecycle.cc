@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <ranges>
 #include <utility>
 #include <vector>
 
@@ -139,8 +138,8 @@ void Scheduler::EndSeq(Sequence& seq) {
 
 void Scheduler::EndRequest(Request& request) {
   // Last sample first, so that sample 0 never hands the prompt to a sibling.
-  for (const std::unique_ptr<Sequence>& seq : std::ranges::reverse_view(request.seqs)) {
-    EndSeq(*seq);
+  for (auto seq = request.seqs.rbegin(); seq != request.seqs.rend(); ++seq) {
+    EndSeq(**seq);
   }
 }
 
