@@ -185,37 +185,52 @@ def check_device_code(files, arch, problems):
                             f"carry no sm_{arch} SASS")
 
 
-def check_libraries(files, bundled, limits, problems):
-    print("Shared libraries and symbol versions:")
-    print(f"  {'file':44} {'GLIBC':12} {'GLIBCXX':14} {'CXXABI':12} NEEDED beyond glibc/C++")
-    worst = {"GLIBC": (None, ""), "GLIBCXX": (None, "")}
+def version_key(v):
+    return as_tuple(v.split("_", 1)[1])
+
+
+def names(files, limit=4):
+    more = f" +{len(files) - limit} more" if len(files) > limit else ""
+    return ", ".join(files[:limit]) + more
+
+
+def check_libraries(files, bundled, limits, verbose, problems):
+    print("Shared libraries and symbol versions (newest required of each):")
+    print(f"  {'file':28} {'GLIBC':12} {'GLIBCXX':15} {'CXXABI':14} NEEDED beyond glibc/C++")
     allowed = GLIBC_LIBS | CXX_LIBS | CUDA_LIBS | set(bundled)
+    rows = {}
     for path in files:
         name = os.path.basename(path)
         libs = needed(path)
         versions = version_needs(path)
-        row = {p: newest(versions, p) for p in ("GLIBC", "GLIBCXX", "CXXABI")}
-        for prefix in worst:
-            v = row[prefix]
-            if v and (worst[prefix][0] is None or
-                      as_tuple(v.split("_")[1]) > as_tuple(worst[prefix][0].split("_")[1])):
-                worst[prefix] = (v, name)
-        extra = [lib for lib in libs if lib not in GLIBC_LIBS | CXX_LIBS]
-        cuda = [lib for lib in extra if lib in CUDA_LIBS]
-        print(f"  {name:44} {row['GLIBC'] or '-':12} {row['GLIBCXX'] or '-':14} "
-              f"{row['CXXABI'] or '-':12} {', '.join(cuda) or '-'}"
-              f"{f' + {len(extra) - len(cuda)} bundled' if len(extra) > len(cuda) else ''}")
+        rows[name] = {p: newest(versions, p) for p in ("GLIBC", "GLIBCXX", "CXXABI")}
         for lib in libs:
             if lib not in allowed:
                 problems.append(f"{name}: NEEDED {lib} is neither system, CUDA nor bundled")
-        if "/bin/" in path and device_code(path) is not None and "libcudart.so.13" not in libs:
-            print(f"  {'':44} (cudart linked statically)")
+        if name in bundled and not verbose:
+            continue
+        extra = [lib for lib in libs if lib not in GLIBC_LIBS | CXX_LIBS]
+        cuda = [lib for lib in extra if lib in CUDA_LIBS]
+        row = rows[name]
+        static = ("cudart static; " if "/bin/" in path and "libcudart.so.13" not in libs and
+                  device_code(path) is not None else "")
+        print(f"  {name:28} {row['GLIBC'] or '-':12} {row['GLIBCXX'] or '-':15} "
+              f"{row['CXXABI'] or '-':14} {static}{', '.join(cuda) or '-'}"
+              f"{f' + {len(extra) - len(cuda)} bundled' if len(extra) > len(cuda) else ''}")
     for prefix, limit in limits.items():
-        v, who = worst[prefix]
-        print(f"  newest {prefix} required: {v or 'none'}{f' ({who})' if who else ''}, "
-              f"limit {prefix}_{limit}")
-        if v and as_tuple(v.split("_")[1]) > as_tuple(limit):
-            problems.append(f"{who} requires {v}, newer than {prefix}_{limit}")
+        found = {n: r[prefix] for n, r in rows.items() if r[prefix]}
+        if not found:
+            print(f"  newest {prefix} required: none, limit {prefix}_{limit}")
+            continue
+        top = max(found.values(), key=version_key)
+        who = sorted(n for n, v in found.items() if v == top)
+        libs_top = max((v for n, v in found.items() if n in bundled), key=version_key,
+                       default=None)
+        print(f"  newest {prefix} required: {top} by {names(who)} (limit {prefix}_{limit}); "
+              f"by the {len(bundled)} bundled libraries: {libs_top or 'none'}")
+        for n, v in sorted(found.items()):
+            if version_key(v) > as_tuple(limit):
+                problems.append(f"{n} requires {v}, newer than {prefix}_{limit}")
 
 
 def check_sizes(bundle, repo, max_mib, problems):
@@ -239,6 +254,7 @@ def main():
     ap.add_argument("--max_glibc", default="2.35")
     ap.add_argument("--max_glibcxx", default="3.4.30")
     ap.add_argument("--max_mib", type=float, default=60)
+    ap.add_argument("--verbose", action="store_true", help="a row for every bundled library too")
     args = ap.parse_args()
     bins = sorted(os.path.join(args.bundle, "bin", f)
                   for f in os.listdir(os.path.join(args.bundle, "bin")))
@@ -249,7 +265,7 @@ def main():
         problems.append(f"{args.bundle}/bin is empty")
     check_device_code(bins, args.arch, problems)
     check_libraries(bins + [os.path.join(lib_dir, f) for f in bundled], bundled,
-                    {"GLIBC": args.max_glibc, "GLIBCXX": args.max_glibcxx}, problems)
+                    {"GLIBC": args.max_glibc, "GLIBCXX": args.max_glibcxx}, args.verbose, problems)
     check_sizes(args.bundle, args.repo, args.max_mib, problems)
     for p in problems:
         print(f"FAIL {p}")
