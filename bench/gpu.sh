@@ -181,7 +181,7 @@ bins_machine() {
 stage_machine() {
   nvidia-smi; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
   head -4 /etc/os-release; uname -r; ldd --version | head -1
-  python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda,
+  timeout 60 python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "transformers", transformers.__version__)'
   local b bad=0
   for b in "$BIN"/*; do
@@ -255,8 +255,8 @@ stage_loomd_bench() {
     --host=127.0.0.1 --port=$port --http_port=$http --kv_cache_bytes=$((16 << 30)) \
     --drain_timeout=5s > "$WORK/loomd.log" 2>&1 &
   pid=$!
-  local i serving=0
-  for i in $(seq 60); do
+  local serving=0
+  for _ in $(seq 60); do
     "$BIN/loom" health --target=127.0.0.1:$port --timeout=2s >/dev/null 2>&1 && serving=1 && break
     kill -0 $pid 2>/dev/null || break
     sleep 1
@@ -288,6 +288,7 @@ for STAGE in ${SELECTED//,/ }; do
   echo; echo "=== $STAGE ($((t0 - DEADLINE + LIMIT - 15)) s)"
   touch "$WORK/stages/$STAGE.started"
   status=passed
+  # shellcheck disable=SC2046  # one binary name a word
   if ! need_bins $("bins_$STAGE"); then
     status=missing
   elif [ -n "$GPU_REASON" ]; then
