@@ -113,6 +113,7 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   limits.max_seqs = options_.max_num_seqs;
   limits.max_model_len = max_model_len_;
   limits.block_size = options_.block_size;
+  limits.attention_kernel = options_.attention_kernel;
   max_blocks_per_seq_ = (max_model_len_ + options_.block_size - 1) / options_.block_size;
 
   // Upload buffer: the larger of the two layouts plus the sampling pack.
@@ -149,7 +150,9 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   limits.num_blocks = num_blocks_;
   forward_ = std::make_unique<CudaForward>(c, *weights_, limits);
   use_graphs_ = !options_.enforce_eager;
+  forward_->set_gemm_algorithms_timed(options_.gemm_algorithms_timed);
   if (use_graphs_) CaptureGraphs();
+  forward_->set_gemm_algorithms_timed(0);  // shapes first seen while serving take the heuristic's
   return absl::OkStatus();
 }
 
@@ -410,13 +413,24 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& 
 
 namespace loom {
 
+absl::StatusOr<kernels::cuda::AttentionKernel> ParseAttentionKernel(absl::string_view value) {
+  if (value == "auto" || value == "v1") return kernels::cuda::AttentionKernel::kV1;
+  if (value == "v2") return kernels::cuda::AttentionKernel::kV2;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attention_kernel must be one of auto, v1, v2; got \"", value, "\""));
+}
+
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
                                                              const ExecutorOptions& options) {
   if (options.dtype != "auto" && options.dtype != "bfloat16") {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype ", options.dtype, " unsupported on cuda (bfloat16 only)"));
   }
+  absl::StatusOr<kernels::cuda::AttentionKernel> attention =
+      ParseAttentionKernel(options.attention_kernel);
+  if (!attention.ok()) return attention.status();
   CudaExecutorOptions cuda;
+  cuda.attention_kernel = *attention;
   cuda.block_size = options.block_size;
   cuda.max_model_len = options.max_model_len;
   cuda.kv_cache_bytes = options.kv_cache_bytes;

@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/cuda/attention_v2.h"
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/executor_factory.h"
@@ -29,7 +31,16 @@ struct CudaExecutorOptions {
   bool enforce_eager = false;  // no CUDA graphs
   int32_t max_top_logprobs = 20;
   uint64_t dummy_seed = 0;  // random weights when the model carries no WeightStore
+  // Decode attention kernel (--attention_kernel); prefill and mixed steps use v1.
+  kernels::cuda::AttentionKernel attention_kernel = kernels::cuda::AttentionKernel::kV1;
+  // cuBLASLt heuristic algorithms timed per GEMM shape during start-up (the
+  // graph warm-up), keeping the fastest; 0 or 1 takes the heuristic's first.
+  int32_t gemm_algorithms_timed = 8;
 };
+
+// --attention_kernel's value: auto and v1 give v1, v2 gives v2; anything else
+// is INVALID_ARGUMENT naming the flag and the allowed values.
+absl::StatusOr<kernels::cuda::AttentionKernel> ParseAttentionKernel(absl::string_view value);
 
 // True when a CUDA device of compute capability >= 8.0 answers.
 bool CudaDeviceUsable();

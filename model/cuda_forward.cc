@@ -146,7 +146,11 @@ void CudaForward::Run(const CudaStepInputs& in, cudaStream_t stream) {
       ap.partial_max = partial_max_;
       ap.partial_sum = partial_sum_;
     }
-    kc::PagedAttention(ap, stream);
+    if (limits_.attention_kernel == kc::AttentionKernel::kV2 && kc::AttentionV2Applies(ap)) {
+      LOOM_CUDA_CHECK(kc::PagedAttentionV2(ap, stream));
+    } else {
+      kc::PagedAttention(ap, stream);
+    }
 
     kc::Matmul({attn_, w.o, nullptr, x_, t, h, q_width, q_width, h}, gemm_, stream);
     kc::RmsNorm<bf16>({x_, residual_, w.post_attn_norm, normed_, t, h, c.rms_norm_eps}, stream);

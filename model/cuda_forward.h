@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/attention_v2.h"
 #include "kernels/cuda/gemm.h"
 #include "model/config.h"
 #include "model/cuda_weights.h"
@@ -37,6 +38,8 @@ struct CudaForwardLimits {
   int32_t max_model_len = 0;
   int32_t block_size = 16;
   int32_t num_blocks = 0;  // KV pool, block 0 included
+  // Decode steps run this kernel; prefill and mixed steps always run v1.
+  kernels::cuda::AttentionKernel attention_kernel = kernels::cuda::AttentionKernel::kV1;
 };
 
 class CudaForward {
@@ -51,6 +54,8 @@ class CudaForward {
   // Enqueues the forward pass; logits() then holds [num_sample_rows, vocab] fp32.
   void Run(const CudaStepInputs& in, cudaStream_t stream);
   float* logits() const { return logits_; }
+  // GEMM shapes first run while this is > 1 time that many cuBLASLt candidates.
+  void set_gemm_algorithms_timed(int32_t n) { gemm_.set_algorithms_timed(n); }
 
   // Device bytes the activations and workspace need for these limits (no KV).
   static int64_t ActivationBytes(const ModelConfig& config, const CudaForwardLimits& limits);

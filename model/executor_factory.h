@@ -24,6 +24,8 @@ struct ExecutorOptions {
   double kv_cache_memory_fraction = 0.9;
   int32_t threads = 0;        // CPU kernel threads; 0: one per hardware thread
   int32_t max_model_len = 0;  // 0: the model's
+  // cuda decode attention kernel: auto (= v1), v1, v2
+  std::string attention_kernel = "auto";
 };
 
 // INVALID_ARGUMENT for an unknown device or dtype, FAILED_PRECONDITION for

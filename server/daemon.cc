@@ -67,6 +67,7 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   ExecutorOptions options;
   options.device = config.device;
   options.dtype = config.dtype;
+  options.attention_kernel = config.attention_kernel;
   options.block_size = config.block_size;
   options.kv_cache_bytes = config.kv_cache_bytes;
   options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;

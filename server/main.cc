@@ -20,6 +20,8 @@ ABSL_FLAG(std::string, model, "",
 ABSL_FLAG(std::string, load_format, "auto", "auto, gguf, safetensors or dummy (random weights).");
 ABSL_FLAG(std::string, device, "auto", "auto (cuda when usable, else cpu), cpu or cuda.");
 ABSL_FLAG(std::string, dtype, "auto", "auto, float32, bfloat16 or float16.");
+ABSL_FLAG(std::string, attention_kernel, "auto",
+          "CUDA paged decode attention: auto (v1 until v2 is verified on a GPU), v1 or v2.");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
 ABSL_FLAG(int32_t, http_port, 8080, "HTTP port for /metrics, /healthz, /readyz (0: free one).");
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   config.load_format = absl::GetFlag(FLAGS_load_format);
   config.device = absl::GetFlag(FLAGS_device);
   config.dtype = absl::GetFlag(FLAGS_dtype);
+  config.attention_kernel = absl::GetFlag(FLAGS_attention_kernel);
   config.port = absl::GetFlag(FLAGS_port);
   config.http_port = absl::GetFlag(FLAGS_http_port);
   config.host = absl::GetFlag(FLAGS_host);

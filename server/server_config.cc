@@ -56,6 +56,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
       !st.ok()) {
     return st;
   }
+  if (absl::Status st = CheckOneOf("attention_kernel", c.attention_kernel, {"auto", "v1", "v2"});
+      !st.ok()) {
+    return st;
+  }
   if (absl::Status st = CheckPort("port", c.port); !st.ok()) {
     return st;
   }

@@ -17,6 +17,8 @@ struct ServerConfig {
   std::string load_format = "auto";
   std::string device = "auto";
   std::string dtype = "auto";
+  // CUDA decode attention kernel: auto (= v1), v1, v2
+  std::string attention_kernel = "auto";
   int32_t port = 50051;  // 0 picks a free port
   int32_t http_port = 8080;
   std::string host = "0.0.0.0";

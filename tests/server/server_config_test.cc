@@ -23,6 +23,17 @@ void ExpectInvalid(const ServerConfig& config, const std::string& message) {
 
 TEST(ServerConfigTest, DefaultsAreValid) { EXPECT_TRUE(ValidateServerConfig(Valid()).ok()); }
 
+TEST(ServerConfigTest, AttentionKernelTakesAutoV1OrV2) {
+  for (const char* kernel : {"auto", "v1", "v2"}) {
+    ServerConfig c = Valid();
+    c.attention_kernel = kernel;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << kernel;
+  }
+  ServerConfig c = Valid();
+  c.attention_kernel = "V2";
+  ExpectInvalid(c, "attention_kernel must be one of auto, v1, v2; got \"V2\"");
+}
+
 TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
   for (int ok : {8, 16, 32, 256}) {
     ServerConfig c = Valid();
@@ -50,6 +61,9 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   c = Valid();
   c.dtype = "int4";
   ExpectInvalid(c, "dtype must be one of auto, float32, bfloat16, float16; got \"int4\"");
+  c = Valid();
+  c.attention_kernel = "v3";
+  ExpectInvalid(c, "attention_kernel must be one of auto, v1, v2; got \"v3\"");
   c = Valid();
   c.port = 70000;
   ExpectInvalid(c, "port must be in [0, 65535] (0 picks a free port); got 70000");

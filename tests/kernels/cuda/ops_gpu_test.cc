@@ -83,9 +83,7 @@ TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
   }
 }
 
-TEST(GemmGpuTest, Bf16MatmulMatchesReference) {
-  LOOM_REQUIRE_GPU_OR_SKIP();
-  cuda::Gemm gemm;
+void CheckMatmuls(cuda::Gemm& gemm) {
   for (auto [m, n, k] :
        {std::tuple{1, 64, 64}, {7, 576, 1536}, {64, 1024, 4096}, {300, 384, 200}}) {
     for (bool bias : {false, true}) {
@@ -102,6 +100,22 @@ TEST(GemmGpuTest, Bf16MatmulMatchesReference) {
       ExpectNear(d_y.Download(), ref, 0.02f * std::sqrt(float(k)) / 8.0f, 0.02f);
       EXPECT_TRUE(d_y.GuardsIntact());
     }
+  }
+}
+
+// Run with the heuristic's first algorithm, then with the fastest of 8 timed
+// candidates (new Gemm objects, so that each shape is planned again).
+TEST(GemmGpuTest, Bf16MatmulMatchesReference) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  for (int timed : {0, 8}) {
+    SCOPED_TRACE(::testing::Message() << "algorithms timed " << timed);
+    cuda::Gemm gemm;
+    gemm.set_algorithms_timed(timed);
+    CheckMatmuls(gemm);
+    if (timed == 0) {
+      EXPECT_EQ(gemm.timed_shapes(), 0);
+    }
+    EXPECT_LE(gemm.timed_shapes(), 4);  // one plan per shape
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -89,14 +90,16 @@ class Pair {
   int compared_ = 0;
 };
 
-class CudaExecutorGoldenTest : public ::testing::TestWithParam<std::string> {};
+using Kernel = kernels::cuda::AttentionKernel;
+// (tiny model, decode attention kernel)
+class CudaExecutorGoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kernel>> {};
 
 TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   // The GPU bundle runs from another checkout: LOOM_FIXTURES_DIR overrides the build's path.
   const char* fixtures = std::getenv("LOOM_FIXTURES_DIR");
-  const std::string dir =
-      std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) + "/tiny/" + GetParam();
+  const std::string dir = std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) +
+                          "/tiny/" + std::get<0>(GetParam());
   absl::StatusOr<ModelConfig> config = ConfigFromJson(dir + "/config.json");
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadSafetensorsDir(dir);
@@ -118,6 +121,7 @@ TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
   gpu_options.max_num_seqs = 16;
   gpu_options.max_num_batched_tokens = 512;
   gpu_options.kv_cache_bytes = 64 << 20;
+  gpu_options.attention_kernel = std::get<1>(GetParam());
   absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(*model, gpu_options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->Geometry().device, "cuda");
@@ -147,8 +151,33 @@ TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
   EXPECT_GT(pair.compared(), 40);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, CudaExecutorGoldenTest,
-                         ::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(
+    TinyModels, CudaExecutorGoldenTest,
+    ::testing::Combine(::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2"),
+                       ::testing::Values(Kernel::kV1, Kernel::kV2)),
+    [](const ::testing::TestParamInfo<CudaExecutorGoldenTest::ParamType>& info) {
+      return std::get<0>(info.param) + (std::get<1>(info.param) == Kernel::kV2 ? "_v2" : "_v1");
+    });
+
+// Host-only: runs without a device.
+TEST(AttentionKernelFlag, AutoIsV1AndUnknownValuesNameTheFlag) {
+  EXPECT_EQ(ParseAttentionKernel("auto").value(), Kernel::kV1);
+  EXPECT_EQ(ParseAttentionKernel("v1").value(), Kernel::kV1);
+  EXPECT_EQ(ParseAttentionKernel("v2").value(), Kernel::kV2);
+  absl::StatusOr<Kernel> bad = ParseAttentionKernel("fast");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "attention_kernel must be one of auto, v1, v2; got \"fast\"");
+
+  LoadedModel model;
+  ExecutorOptions options;
+  options.device = "cuda";
+  options.attention_kernel = "v3";
+  absl::StatusOr<std::unique_ptr<Executor>> e = CreateCudaExecutor(model, options);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("attention_kernel"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace loom
