@@ -117,7 +117,7 @@ int main() {
       const double ms = loom::bench::MedianMs(stream, 5, 50, [&](cudaStream_t s) {
         p.kv.block_tables = tables + int64_t{set} * batch * blocks_per_seq;
         set = (set + 1) % sets;
-        loom::kernels::cuda::PagedAttention(p, s);
+        LOOM_CUDA_CHECK_OK(loom::kernels::cuda::PagedAttention(p, s));
       });
       const double bytes = kv_bytes + 2.0 * batch * kHeads * kHeadDim * 2;
       const double bw = bytes / (ms * 1e-3);

@@ -43,8 +43,8 @@ int main() {
   loom::cuda::RandomFillBFloat16(stream, a, n * n, 1.0f, 2);
   loom::cuda::RandomFillBFloat16(stream, b, n * n, 1.0f, 3);
   loom::cuda::Gemm gemm;
-  const double gemm_ms =
-      loom::bench::MedianMs(stream, 3, 20, [&](cudaStream_t s) { gemm.Run(s, a, b, c, n, n, n); });
+  const double gemm_ms = loom::bench::MedianMs(
+      stream, 3, 20, [&](cudaStream_t s) { LOOM_CUDA_CHECK_OK(gemm.Run(s, a, b, c, n, n, n)); });
   const double gemm_flops = 2.0 * n * n * n / (gemm_ms * 1e-3);
 
   cudaDeviceProp prop{};

@@ -69,7 +69,8 @@ Ceilings MeasureCeilings() {
     auto* w = static_cast<__nv_bfloat16*>(b);
     loom::cuda::RandomFillBFloat16(s, w, n * n, 1.0f, 6);
     __nv_bfloat16* y = x + n * n;
-    ms = loom::bench::MedianMs(s, 3, 10, [&](cudaStream_t st) { gemm.Run(st, x, w, y, n, n, n); });
+    ms = loom::bench::MedianMs(
+        s, 3, 10, [&](cudaStream_t st) { LOOM_CUDA_CHECK_OK(gemm.Run(st, x, w, y, n, n, n)); });
     c.gemm_flops = 2.0 * n * n * n / (ms * 1e-3);
   }
   LOOM_CUDA_CHECK(cudaFree(a));

@@ -28,7 +28,8 @@ struct CudaExecutorOptions {
   int32_t max_num_blocks = 0;  // 0: no cap
   bool enforce_eager = false;  // no CUDA graphs
   int32_t max_top_logprobs = 20;
-  uint64_t dummy_seed = 0;  // random weights when the model carries no WeightStore
+  int32_t max_logit_bias = 1024;  // entries per request
+  uint64_t dummy_seed = 0;        // random weights when the model carries no WeightStore
 };
 
 // True when a CUDA device of compute capability >= 8.0 answers.
@@ -40,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& 
                                                              const CudaExecutorOptions& options);
 
 // The engine's options mapped onto CudaExecutorOptions (dtype must be auto or
-// bfloat16; the batch limits keep their defaults).
+// bfloat16).
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
                                                              const ExecutorOptions& options);
 

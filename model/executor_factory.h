@@ -24,6 +24,12 @@ struct ExecutorOptions {
   double kv_cache_memory_fraction = 0.9;
   int32_t threads = 0;        // CPU kernel threads; 0: one per hardware thread
   int32_t max_model_len = 0;  // 0: the model's
+  // Per-step limits (--max_num_seqs, --max_num_batched_tokens) and the most
+  // logit_bias entries a request may carry (--max_logit_bias): the CUDA
+  // executor sizes its buffers, graphs and workspaces from them.
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 8192;
+  int32_t max_logit_bias = 1024;
 };
 
 // INVALID_ARGUMENT for an unknown device or dtype, FAILED_PRECONDITION for

@@ -33,7 +33,7 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
 
 GenerationService::GenerationService(const ModelFrontend& model, GenerationBackend& backend,
                                      RpcRecorder recorder)
-    : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model) {}
+    : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model, limits) {}
 
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
                                                          std::string_view method,

@@ -1,6 +1,8 @@
 // bf16 GEMMs through cuBLASLt with fp32 accumulation: y[M,N] = x[M,K] W[N,K]^T
 // with every matrix row-major, the layout of HF linear weights. One Gemm object
 // per stream owner; it caches one algorithm per shape and is graph-capture safe.
+// The cuBLASLt handle and workspace are made on the first Run (or Init); every
+// failure is an INTERNAL status.
 #pragma once
 
 #include <cublasLt.h>
@@ -10,6 +12,9 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace loom::cuda {
 
@@ -22,14 +27,18 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
+  // Creates the handle and the workspace; Run calls it when needed.
+  absl::Status Init();
+
   // y = x W^T. Shapes: x [m,k] with row stride ldx, w [n,k] dense, y [m,n]
   // with row stride ldy; all row-major. y is bf16 or fp32 as `out` says.
-  void Run(cudaStream_t stream, const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
-           void* y, int64_t ldy, int64_t m, int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16);
+  absl::Status Run(cudaStream_t stream, const __nv_bfloat16* x, int64_t ldx, const __nv_bfloat16* w,
+                   void* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
+                   GemmOut out = GemmOut::kBFloat16);
   // Dense operands: ldx = k, ldy = n.
-  void Run(cudaStream_t stream, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, int64_t m,
-           int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16) {
-    Run(stream, x, k, w, y, n, m, n, k, out);
+  absl::Status Run(cudaStream_t stream, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+                   int64_t m, int64_t n, int64_t k, GemmOut out = GemmOut::kBFloat16) {
+    return Run(stream, x, k, w, y, n, m, n, k, out);
   }
 
  private:
@@ -38,7 +47,8 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  const Plan& GetPlan(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy, GemmOut out);
+  absl::StatusOr<const Plan*> GetPlan(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy,
+                                      GemmOut out);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -136,7 +136,7 @@ TYPED_TEST(AttentionGpuTest, RopeKvWriteMatchesReference) {
     p.kv = View<T>(s, st, d_k.get(), d_v.get());
     p.kv.positions = d_pos.get();
     p.kv.slot_mapping = d_slots.get();
-    kc::RopeKvWrite(p, nullptr);
+    LOOM_CUDA_CHECK_OK(kc::RopeKvWrite(p, nullptr));
 
     // q is rotated in place; k/v outside the written slots stay untouched.
     std::vector<float> got_q = d_qkv.Download(), want_q = qkv;
@@ -201,7 +201,7 @@ TYPED_TEST(AttentionGpuTest, PagedAttentionMatchesReference) {
       p.partial_out = d_po.get();
       p.partial_max = d_pm.get();
       p.partial_sum = d_ps.get();
-      kc::PagedAttention(p, nullptr);
+      LOOM_CUDA_CHECK_OK(kc::PagedAttention(p, nullptr));
       SCOPED_TRACE(::testing::Message()
                    << "head_dim " << d << " group " << s.group << " partition " << partition);
       ExpectNear<T>(d_out.Download(), ref);

@@ -35,7 +35,8 @@ TYPED_TEST(OpsGpuTest, EmbeddingMatchesReference) {
     kernels::cpu::EmbeddingRef({ids.data(), table.data(), ref.data(), tokens, hidden, vocab});
     GuardedBuffer<T> d_table(table), d_out(ref.size());
     IntBuffer d_ids(ids);
-    kc::Embedding<T>({d_ids.get(), d_table.get(), d_out.get(), tokens, hidden, vocab}, nullptr);
+    LOOM_CUDA_CHECK_OK(kc::Embedding<T>(
+        {d_ids.get(), d_table.get(), d_out.get(), tokens, hidden, vocab}, nullptr));
     ExpectNear(d_out.Download(), ref, 0.0f, 0.0f);
     EXPECT_TRUE(d_out.GuardsIntact());
   }
@@ -54,9 +55,9 @@ TYPED_TEST(OpsGpuTest, ResidualRmsNormMatchesReference) {
       std::vector<float> ref(n);
       kernels::cpu::RmsNormRef(
           {add ? x.data() : nullptr, res.data(), w.data(), ref.data(), tokens, hidden, 1e-5f});
-      kc::RmsNorm<T>(
+      LOOM_CUDA_CHECK_OK(kc::RmsNorm<T>(
           {add ? d_x.get() : nullptr, d_res.get(), d_w.get(), d_out.get(), tokens, hidden, 1e-5f},
-          nullptr);
+          nullptr));
       // The residual is stored in T before normalisation: compare it exactly
       // after the same rounding, and the output within tolerance.
       std::vector<float> res_rounded = res;
@@ -77,7 +78,8 @@ TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
     std::vector<float> ref(size_t(tokens) * dim);
     kernels::cpu::SiluMulRef({gu.data(), gu.data() + dim, ref.data(), tokens, dim, 2 * dim, dim});
     GuardedBuffer<T> d_gu(gu), d_out(ref.size());
-    kc::SiluMul<T>({d_gu.get(), d_gu.get() + dim, d_out.get(), tokens, dim, 2 * dim, dim}, nullptr);
+    LOOM_CUDA_CHECK_OK(kc::SiluMul<T>(
+        {d_gu.get(), d_gu.get() + dim, d_out.get(), tokens, dim, 2 * dim, dim}, nullptr));
     ExpectNear<T>(d_out.Download(), ref);
     EXPECT_TRUE(d_out.GuardsIntact());
   }
@@ -96,8 +98,9 @@ TEST(GemmGpuTest, Bf16MatmulMatchesReference) {
       kernels::cpu::MatmulRef(
           {x.data(), w.data(), bias ? b.data() : nullptr, ref.data(), m, n, k, k, n});
       GuardedBuffer<bf16> d_x(x), d_w(w), d_b(b), d_y(ref.size());
-      kc::Matmul({d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, d_y.get(), m, n, k, k, n}, gemm,
-                 nullptr);
+      LOOM_CUDA_CHECK_OK(
+          kc::Matmul({d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, d_y.get(), m, n, k, k, n},
+                     gemm, nullptr));
       // Sums of k products of magnitude <= 1: scale atol with sqrt(k).
       ExpectNear(d_y.Download(), ref, 0.02f * std::sqrt(float(k)) / 8.0f, 0.02f);
       EXPECT_TRUE(d_y.GuardsIntact());
