@@ -30,7 +30,8 @@ double CopyBandwidth(cudaStream_t stream) {
   void *a, *b;
   LOOM_CUDA_CHECK(cudaMalloc(&a, bytes));
   LOOM_CUDA_CHECK(cudaMalloc(&b, bytes));
-  loom::cuda::RandomFillBFloat16(stream, static_cast<bf16*>(a), bytes / 2, 1.0f, 9);
+  LOOM_CUDA_CHECK_OK(
+      loom::cuda::RandomFillBFloat16(stream, static_cast<bf16*>(a), bytes / 2, 1.0f, 9));
   const double ms = loom::bench::MedianMs(stream, 3, 15, [&](cudaStream_t s) {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
   });
@@ -64,9 +65,12 @@ int main() {
       LOOM_CUDA_CHECK(cudaMalloc(&v, num_blocks * block_elems * 2));
       LOOM_CUDA_CHECK(cudaMalloc(&q, int64_t{batch} * kHeads * kHeadDim * 2));
       LOOM_CUDA_CHECK(cudaMalloc(&out, int64_t{batch} * kHeads * kHeadDim * 2));
-      loom::cuda::RandomFillBFloat16(stream, k, num_blocks * block_elems, 2.0f, 1);
-      loom::cuda::RandomFillBFloat16(stream, v, num_blocks * block_elems, 1.0f, 2);
-      loom::cuda::RandomFillBFloat16(stream, q, int64_t{batch} * kHeads * kHeadDim, 1.0f, 3);
+      LOOM_CUDA_CHECK_OK(
+          loom::cuda::RandomFillBFloat16(stream, k, num_blocks * block_elems, 2.0f, 1));
+      LOOM_CUDA_CHECK_OK(
+          loom::cuda::RandomFillBFloat16(stream, v, num_blocks * block_elems, 1.0f, 2));
+      LOOM_CUDA_CHECK_OK(
+          loom::cuda::RandomFillBFloat16(stream, q, int64_t{batch} * kHeads * kHeadDim, 1.0f, 3));
 
       // Shuffled block ids, as a long-running pool hands them out.
       std::vector<int32_t> ids(num_blocks - 1);

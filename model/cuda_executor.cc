@@ -149,13 +149,12 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   size_t free_bytes = 0, total_bytes = 0;
   LOOM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   const int64_t activations = CudaForward::ActivationBytes(c, limits);
-  const int64_t per_block = CudaForward::KvBytesPerBlock(c, options_.block_size);
   const int64_t kv_bytes =
       options_.kv_cache_bytes > 0
           ? options_.kv_cache_bytes
           : static_cast<int64_t>((static_cast<double>(free_bytes) - activations) *
                                  options_.kv_cache_memory_fraction);
-  int64_t blocks = kv_bytes / per_block;
+  int64_t blocks = NumBlocksForBudget(CudaForward::KvSpec(c, options_.block_size), kv_bytes);
   if (options_.max_num_blocks > 0) blocks = std::min<int64_t>(blocks, options_.max_num_blocks);
   if (blocks < max_blocks_per_seq_ + 1) {
     return absl::ResourceExhaustedError(

@@ -16,8 +16,16 @@ namespace kc = kernels::cuda;
 
 }  // namespace
 
+KvCacheSpec CudaForward::KvSpec(const ModelConfig& c, int32_t block_size) {
+  return {.num_layers = c.num_layers,
+          .num_kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim,
+          .block_size = block_size,
+          .dtype_bytes = static_cast<int32_t>(sizeof(bf16))};
+}
+
 int64_t CudaForward::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
-  return int64_t{2} * c.num_layers * c.num_kv_heads * block_size * c.head_dim * sizeof(bf16);
+  return ::loom::KvBytesPerBlock(KvSpec(c, block_size));
 }
 
 int64_t CudaForward::ActivationBytes(const ModelConfig& c, const CudaForwardLimits& l) {

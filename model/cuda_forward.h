@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/kv_cache_sizing.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/paged_kv.h"
 #include "model/config.h"
@@ -64,6 +65,8 @@ class CudaForward {
   // Device bytes the activations and workspace need for these limits (no KV).
   static int64_t ActivationBytes(const ModelConfig& config, const CudaForwardLimits& limits);
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
+  // The pool's geometry for the shared sizing functions (cache/kv_cache_sizing.h).
+  static KvCacheSpec KvSpec(const ModelConfig& config, int32_t block_size);
 
  private:
   CudaForward(const ModelConfig& config, const CudaWeights& weights,

@@ -32,7 +32,7 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
 }  // namespace
 
 GenerationService::GenerationService(const ModelFrontend& model, GenerationBackend& backend,
-                                     RpcRecorder recorder)
+                                     RpcRecorder recorder, RequestLimits limits)
     : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model, limits) {}
 
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
