@@ -61,4 +61,14 @@ StepInputLayout::StepInputLayout(int32_t token_cap, int32_t seq_cap, int32_t seq
   end = AlignUp4(block_tables + static_cast<size_t>(seqs) * static_cast<size_t>(width));
 }
 
+StepUpload PlanStepUpload(const StepInputLayout& layout, int32_t rows, int32_t width,
+                          int32_t used_width) {
+  StepUpload u;
+  u.head_bytes = layout.block_tables * 4;
+  u.row_pitch_bytes = static_cast<size_t>(width) * 4;
+  u.row_bytes = static_cast<size_t>(std::min(used_width, width)) * 4;
+  u.rows = rows;
+  return u;
+}
+
 }  // namespace loom::kernels

@@ -57,4 +57,18 @@ struct StepInputLayout {
   StepInputLayout(int32_t token_cap, int32_t seq_cap, int32_t seqs, int32_t width);
 };
 
+// What a step uploads of its int32 inputs: everything before the block
+// tables, then `rows` block-table rows of which only the first used_width
+// columns (a strided copy when the layout's width is wider, as in graph
+// replays).
+struct StepUpload {
+  size_t head_bytes = 0;       // [0, block_tables)
+  size_t row_pitch_bytes = 0;  // the layout's width
+  size_t row_bytes = 0;        // the used width
+  int32_t rows = 0;
+  size_t bytes() const { return head_bytes + row_bytes * static_cast<size_t>(rows); }
+};
+StepUpload PlanStepUpload(const StepInputLayout& layout, int32_t rows, int32_t width,
+                          int32_t used_width);
+
 }  // namespace loom::kernels

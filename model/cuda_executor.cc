@@ -44,7 +44,9 @@ class CudaExecutorImpl {
  private:
   // The step's shape: graph or eager, padded batch, upload layout.
   struct StepShape {
-    int32_t num_seqs = 0, num_tokens = 0, graph_batch = 0, seqs_padded = 0, width = 0;
+    int32_t num_seqs = 0, num_tokens = 0, graph_batch = 0, seqs_padded = 0;
+    int32_t width = 0;       // block-table columns of the layout
+    int32_t used_width = 0;  // columns the step's longest context needs
     bool decode_only = false;
     kernels::SplitKLaunch split;
   };
@@ -56,6 +58,7 @@ class CudaExecutorImpl {
   // Writes the int32 inputs and the sampling pack; returns the ids of the sampled seqs.
   absl::StatusOr<std::vector<int64_t>> PackInputs(const StepPlan& plan, const StepShape& shape);
   absl::Status AddSamplingRow(const ScheduledSeq& s);
+  absl::Status Upload(const StepShape& shape, const kc::SamplingUploadOffsets& at);
   absl::Status Sample(const kc::SamplingUploadOffsets& at, int32_t num_rows);
   StepResult Unpack(const std::vector<int64_t>& seq_ids) const;
   int32_t GraphBatch(int32_t seqs) const;
@@ -269,7 +272,8 @@ absl::StatusOr<CudaExecutorImpl::StepShape> CudaExecutorImpl::Plan(const StepPla
   shape.graph_batch = decode_only && use_graphs_ ? GraphBatch(shape.num_seqs) : 0;
   const bool graph = shape.graph_batch > 0;
   shape.seqs_padded = graph ? shape.graph_batch : shape.num_seqs;
-  shape.width = graph ? max_blocks_per_seq_ : kernels::BlockTableWidth(longest, bs);
+  shape.used_width = kernels::BlockTableWidth(longest, bs);
+  shape.width = graph ? max_blocks_per_seq_ : shape.used_width;
   if (decode_only) {
     shape.split = kernels::PlanSplitK(shape.seqs_padded, longest, max_model_len_, graph);
   }
@@ -327,7 +331,7 @@ absl::StatusOr<std::vector<int64_t>> CudaExecutorImpl::PackInputs(const StepPlan
     h[l.query_start + i] = row;
     int32_t* table = h + l.block_tables + size_t{static_cast<size_t>(i)} * shape.width;
     const int32_t blocks =
-        std::min<int32_t>(static_cast<int32_t>(s.block_table.size()), shape.width);
+        std::min<int32_t>(static_cast<int32_t>(s.block_table.size()), shape.used_width);
     std::memcpy(table, s.block_table.data(), blocks * 4);
     for (int32_t t = 0; t < s.num_scheduled_tokens; ++t, ++row) {
       const int32_t pos = s.num_computed_tokens + t;
@@ -397,6 +401,30 @@ StepResult CudaExecutorImpl::Unpack(const std::vector<int64_t>& seq_ids) const {
   return result;
 }
 
+// Eager layouts are tight: one copy. A graph's layout is full width: the head,
+// the used columns of its block-table rows, then the sampling pack.
+absl::Status CudaExecutorImpl::Upload(const StepShape& shape, const kc::SamplingUploadOffsets& at) {
+  if (shape.graph_batch == 0) {
+    LOOM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dev_in_, host_in_, at.end, cudaMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+  const StepInputLayout l = Layout(shape);
+  const kernels::StepUpload u =
+      kernels::PlanStepUpload(l, shape.seqs_padded, shape.width, shape.used_width);
+  LOOM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dev_in_, host_in_, u.head_bytes, cudaMemcpyHostToDevice, stream_));
+  LOOM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy2DAsync(dev_in_ + u.head_bytes, u.row_pitch_bytes, host_in_ + u.head_bytes,
+                        u.row_pitch_bytes, u.row_bytes, u.rows, cudaMemcpyHostToDevice, stream_));
+  const size_t pack = l.end * 4;
+  if (at.end > pack) {
+    LOOM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev_in_ + pack, host_in_ + pack, at.end - pack,
+                                              cudaMemcpyHostToDevice, stream_));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StepResult> CudaExecutorImpl::Execute(const StepPlan& plan) {
   if (plan.seqs.empty()) return StepResult{};
   absl::StatusOr<StepShape> shape = Plan(plan);
@@ -408,8 +436,7 @@ absl::StatusOr<StepResult> CudaExecutorImpl::Execute(const StepPlan& plan) {
   absl::StatusOr<kc::SamplingUploadOffsets> at =
       kc::PackSamplingUpload(pack_, host_in_, Layout(*shape).end * 4, upload_bytes_);
   if (!at.ok()) return at.status();
-  LOOM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(dev_in_, host_in_, at->end, cudaMemcpyHostToDevice, stream_));
+  LOOM_RETURN_IF_ERROR(Upload(*shape, *at));
   if (shape->graph_batch > 0) {
     LOOM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_.at(shape->graph_batch), stream_));
   } else {
@@ -457,27 +484,6 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& 
       CudaExecutor::Create(model.config, model.weights.get(), model.max_model_len, options);
   if (!e.ok()) return e.status();
   return std::unique_ptr<Executor>(*std::move(e));
-}
-
-}  // namespace loom
-
-namespace loom {
-
-absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
-                                                             const ExecutorOptions& options) {
-  if (options.dtype != "auto" && options.dtype != "bfloat16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dtype ", options.dtype, " unsupported on cuda (bfloat16 only)"));
-  }
-  CudaExecutorOptions cuda;
-  cuda.block_size = options.block_size;
-  cuda.max_model_len = options.max_model_len;
-  cuda.kv_cache_bytes = options.kv_cache_bytes;
-  cuda.kv_cache_memory_fraction = static_cast<float>(options.kv_cache_memory_fraction);
-  cuda.max_num_seqs = options.max_num_seqs;
-  cuda.max_num_batched_tokens = options.max_num_batched_tokens;
-  cuda.max_logit_bias = options.max_logit_bias;
-  return CreateCudaExecutor(model, cuda);
 }
 
 }  // namespace loom

@@ -40,8 +40,12 @@ bool CudaDeviceUsable();
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
                                                              const CudaExecutorOptions& options);
 
-// The engine's options mapped onto CudaExecutorOptions (dtype must be auto or
-// bfloat16).
+// The engine's options mapped onto CudaExecutorOptions: the per-step limits
+// and max_logit_bias carry over; INVALID_ARGUMENT unless dtype is auto or
+// bfloat16.
+absl::StatusOr<CudaExecutorOptions> CudaOptionsFrom(const ExecutorOptions& options);
+
+// CreateCudaExecutor over CudaOptionsFrom(options).
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
                                                              const ExecutorOptions& options);
 

@@ -90,5 +90,20 @@ TEST(LaunchSizingTest, PackedBlockTablesUseTheStepsWidth) {
   EXPECT_GE(step.block_tables, step.sample_rows + 4);
 }
 
+// A graph replay keeps its captured full-width layout but uploads only the
+// columns the step's longest context needs.
+TEST(LaunchSizingTest, GraphStepsUploadOnlyTheUsedColumns) {
+  const int32_t full = BlockTableWidth(kLongContext, 16);
+  const StepInputLayout graph(256, 256, 256, full);
+  const StepUpload upload = PlanStepUpload(graph, 256, full, BlockTableWidth(100, 16));
+  EXPECT_EQ(upload.head_bytes, graph.block_tables * 4);
+  EXPECT_EQ(upload.row_pitch_bytes, size_t{4} * full);
+  EXPECT_EQ(upload.row_bytes, size_t{4} * 7);
+  EXPECT_EQ(upload.bytes(), graph.block_tables * 4 + size_t{256} * 7 * 4);
+  EXPECT_LT(upload.bytes() * 100, graph.end * 4);  // the full layout is 8 MiB
+  // Never more columns than the layout has.
+  EXPECT_EQ(PlanStepUpload(graph, 1, 3, 9).row_bytes, size_t{12});
+}
+
 }  // namespace
 }  // namespace loom::kernels
