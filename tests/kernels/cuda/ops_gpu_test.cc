@@ -72,7 +72,8 @@ TYPED_TEST(OpsGpuTest, ResidualRmsNormMatchesReference) {
 TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   using T = TypeParam;
-  for (auto [tokens, dim] : {std::pair{1, 64}, {9, 1536}, {4, 14336}}) {
+  // 70,000 tokens: more rows than grid.y can hold (65,535).
+  for (auto [tokens, dim] : {std::pair{1, 64}, {9, 1536}, {4, 14336}, {70000, 16}}) {
     // Fused gate_up layout: gate in the first half of each row, up in the second.
     std::vector<float> gu = RandomValues<T>(size_t(tokens) * 2 * dim, 5, -6.0f, 6.0f);
     std::vector<float> ref(size_t(tokens) * dim);
@@ -89,7 +90,12 @@ TEST(GemmGpuTest, Bf16MatmulMatchesReference) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   cuda::Gemm gemm;
   for (auto [m, n, k] :
-       {std::tuple{1, 64, 64}, {7, 576, 1536}, {64, 1024, 4096}, {300, 384, 200}}) {
+       // 70,000 rows: the bias kernel walks rows past grid.y's 65,535.
+       {std::tuple{1, 64, 64},
+        {7, 576, 1536},
+        {64, 1024, 4096},
+        {300, 384, 200},
+        {70000, 16, 16}}) {
     for (bool bias : {false, true}) {
       std::vector<float> x = RandomValues<bf16>(size_t(m) * k, 6);
       std::vector<float> w = RandomValues<bf16>(size_t(n) * k, 7);
