@@ -86,6 +86,8 @@ const std::vector<Shape>& Shapes() {
       {8, 4, 128, {{1023, 1}, {300, 1}, {4000, 1}, {16, 1}}},  // decodes
       {4, 8, 64, {{0, 40}, {64, 33}}},                         // prefill over a prefix
       {2, 2, 128, {{2047, 1}, {0, 1}, {5000, 1}}},             // long decode
+      // More partitions than the grid's 8192 tokens' worth: blocks loop over them.
+      {1, 2, 64, {{10000, 1}, {9000, 1}}},
   };
   return shapes;
 }
