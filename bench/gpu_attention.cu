@@ -48,7 +48,8 @@ double CopyBandwidth(cudaStream_t stream) {
   void *a, *b;
   LOOM_CUDA_CHECK(cudaMalloc(&a, bytes));
   LOOM_CUDA_CHECK(cudaMalloc(&b, bytes));
-  loom::cuda::RandomFillBFloat16(stream, static_cast<bf16*>(a), bytes / 2, 1.0f, 9);
+  LOOM_CUDA_CHECK_OK(
+      loom::cuda::RandomFillBFloat16(stream, static_cast<bf16*>(a), bytes / 2, 1.0f, 9));
   const double ms = loom::bench::MedianMs(stream, 3, 15, [&](cudaStream_t s) {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
   });
@@ -110,9 +111,9 @@ DecodeSetup::DecodeSetup(const Case& c, cudaStream_t stream) : c_(c) {
   bf16* k = Alloc<bf16>(num_blocks * block_elems);
   bf16* v = Alloc<bf16>(num_blocks * block_elems);
   bf16* q = Alloc<bf16>(out_elems());
-  loom::cuda::RandomFillBFloat16(stream, k, num_blocks * block_elems, 2.0f, 1);
-  loom::cuda::RandomFillBFloat16(stream, v, num_blocks * block_elems, 1.0f, 2);
-  loom::cuda::RandomFillBFloat16(stream, q, out_elems(), 1.0f, 3);
+  LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(stream, k, num_blocks * block_elems, 2.0f, 1));
+  LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(stream, v, num_blocks * block_elems, 1.0f, 2));
+  LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(stream, q, out_elems(), 1.0f, 3));
   // Shuffled block ids, as a long-running pool hands them out.
   std::vector<int32_t> ids(num_blocks - 1);
   std::iota(ids.begin(), ids.end(), 1);
@@ -176,11 +177,11 @@ std::vector<std::vector<float>> MeasureV1(cudaStream_t stream, double copy_bw,
   for (const Case& c : kCases) {
     DecodeSetup setup(c, stream);
     setup.Poison(stream);
-    kc::PagedAttention(setup.Params(0), stream);
+    LOOM_CUDA_CHECK_OK(kc::PagedAttention(setup.Params(0), stream));
     outputs.push_back(setup.Output());
     int set = 0;
     const double ms = loom::bench::MedianMs(stream, 5, 50, [&](cudaStream_t s) {
-      kc::PagedAttention(setup.Params(set), s);
+      LOOM_CUDA_CHECK_OK(kc::PagedAttention(setup.Params(set), s));
       set = (set + 1) % setup.sets();
     });
     v1_ms.push_back(ms);

@@ -26,7 +26,8 @@ int main() {
   void *src = nullptr, *dst = nullptr;
   LOOM_CUDA_CHECK(cudaMalloc(&src, copy_bytes));
   LOOM_CUDA_CHECK(cudaMalloc(&dst, copy_bytes));
-  loom::cuda::RandomFillBFloat16(stream, static_cast<__nv_bfloat16*>(src), copy_bytes / 2, 1.0f, 1);
+  LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(stream, static_cast<__nv_bfloat16*>(src),
+                                                    copy_bytes / 2, 1.0f, 1));
   const double copy_ms = loom::bench::MedianMs(stream, 3, 20, [&](cudaStream_t s) {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s));
   });
@@ -40,11 +41,11 @@ int main() {
   LOOM_CUDA_CHECK(cudaMalloc(&a, n * n * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&b, n * n * 2));
   LOOM_CUDA_CHECK(cudaMalloc(&c, n * n * 2));
-  loom::cuda::RandomFillBFloat16(stream, a, n * n, 1.0f, 2);
-  loom::cuda::RandomFillBFloat16(stream, b, n * n, 1.0f, 3);
+  LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(stream, a, n * n, 1.0f, 2));
+  LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(stream, b, n * n, 1.0f, 3));
   loom::cuda::Gemm gemm;
-  const double gemm_ms =
-      loom::bench::MedianMs(stream, 3, 20, [&](cudaStream_t s) { gemm.Run(s, a, b, c, n, n, n); });
+  const double gemm_ms = loom::bench::MedianMs(
+      stream, 3, 20, [&](cudaStream_t s) { LOOM_CUDA_CHECK_OK(gemm.Run(s, a, b, c, n, n, n)); });
   const double gemm_flops = 2.0 * n * n * n / (gemm_ms * 1e-3);
 
   cudaDeviceProp prop{};

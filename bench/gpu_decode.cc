@@ -57,7 +57,8 @@ Ceilings MeasureCeilings() {
   void *a, *b;
   LOOM_CUDA_CHECK(cudaMalloc(&a, bytes));
   LOOM_CUDA_CHECK(cudaMalloc(&b, bytes));
-  loom::cuda::RandomFillBFloat16(s, static_cast<__nv_bfloat16*>(a), bytes / 2, 1.0f, 5);
+  LOOM_CUDA_CHECK_OK(
+      loom::cuda::RandomFillBFloat16(s, static_cast<__nv_bfloat16*>(a), bytes / 2, 1.0f, 5));
   double ms = loom::bench::MedianMs(s, 3, 15, [&](cudaStream_t st) {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
   });
@@ -67,9 +68,10 @@ Ceilings MeasureCeilings() {
     loom::cuda::Gemm gemm;
     auto* x = static_cast<__nv_bfloat16*>(a);
     auto* w = static_cast<__nv_bfloat16*>(b);
-    loom::cuda::RandomFillBFloat16(s, w, n * n, 1.0f, 6);
+    LOOM_CUDA_CHECK_OK(loom::cuda::RandomFillBFloat16(s, w, n * n, 1.0f, 6));
     __nv_bfloat16* y = x + n * n;
-    ms = loom::bench::MedianMs(s, 3, 10, [&](cudaStream_t st) { gemm.Run(st, x, w, y, n, n, n); });
+    ms = loom::bench::MedianMs(
+        s, 3, 10, [&](cudaStream_t st) { LOOM_CUDA_CHECK_OK(gemm.Run(st, x, w, y, n, n, n)); });
     c.gemm_flops = 2.0 * n * n * n / (ms * 1e-3);
   }
   LOOM_CUDA_CHECK(cudaFree(a));

@@ -6,6 +6,24 @@
 #include "absl/strings/str_cat.h"
 
 namespace loom {
+namespace {
+
+// The scheduler's per-step budgets must fit what the executor was sized for.
+absl::Status CheckBudgets(const SchedulerConfig& s, const ExecutorGeometry& g) {
+  if (g.max_num_seqs > 0 && s.max_num_seqs > g.max_num_seqs) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_num_seqs ", s.max_num_seqs,
+                                                   " exceeds the executor's limit of ",
+                                                   g.max_num_seqs, " sequences per step"));
+  }
+  if (g.max_num_batched_tokens > 0 && s.max_num_batched_tokens > g.max_num_batched_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_num_batched_tokens ", s.max_num_batched_tokens, " exceeds the executor's limit of ",
+        g.max_num_batched_tokens, " tokens per step"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 Engine::Engine(EngineConfig config, std::unique_ptr<Executor> executor,
                std::shared_ptr<const Detokenizer> detokenizer, Clock* clock)
@@ -33,6 +51,9 @@ absl::Status Engine::Start() {
         " tokens; at least 2 blocks (one is the null block) of at least 1 token are needed"));
   }
   SchedulerConfig scheduler_config = config_.scheduler;
+  if (absl::Status status = CheckBudgets(scheduler_config, geometry_); !status.ok()) {
+    return status;
+  }
   if (scheduler_config.max_model_len == 0) scheduler_config.max_model_len = geometry_.max_model_len;
   if (scheduler_config.max_model_len <= 0) {
     return absl::InvalidArgumentError("max_model_len is unknown: the executor reports none");

@@ -8,12 +8,14 @@
 //  2. logit bias added;
 //  3. logprobs: log_softmax of these logits (before temperature): the sampled
 //     token's and the num_logprobs best (descending, lower id first on ties);
-//  4. temperature == 0: argmax (lower id on ties). Otherwise, over the
-//     tempered logits (logits / temperature): top_k keeps the k best (by
-//     descending logit, lower id first on ties; 0 = all); min_p drops tokens
+//  4. temperature below kGreedyTemperature (0, or so small that 1 / T would
+//     overflow): argmax (lower id on ties). Otherwise, over the tempered
+//     logits (logits / temperature): top_k keeps the k best by descending
+//     logit and every token tied with the k-th (0 = all); min_p drops tokens
 //     whose probability is below min_p * the best one's; top_p, over the
-//     probabilities renormalised on what is left, keeps the shortest prefix in
-//     that same order whose sum reaches top_p (at least one token);
+//     probabilities renormalised on what is left, keeps the shortest
+//     best-first prefix whose sum reaches top_p (at least one token) and every
+//     token tied with its last;
 //  5. the draw: u = PhiloxUniform(seed, step, 0) * (sum of kept probabilities);
 //     walking the kept tokens in ascending id order, the first whose running
 //     sum exceeds u (the last kept one if rounding leaves none).
@@ -21,12 +23,20 @@
 
 #include <cstdint>
 
+#include "kernels/host_device.h"
+
 namespace loom::kernels {
 
 class ParallelFor;
 
+// Temperatures below this sample greedily on every backend.
+inline constexpr float kGreedyTemperature = 1e-5f;
+LOOM_HOST_DEVICE inline bool IsGreedyTemperature(float temperature) {
+  return !(temperature >= kGreedyTemperature);  // NaN too
+}
+
 struct SamplingRowParams {
-  float temperature = 1.0f;  // 0 = greedy
+  float temperature = 1.0f;  // < kGreedyTemperature: greedy
   float top_p = 1.0f;
   int32_t top_k = 0;  // 0 = off
   float min_p = 0.0f;

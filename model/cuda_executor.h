@@ -30,7 +30,8 @@ struct CudaExecutorOptions {
   int32_t max_num_blocks = 0;  // 0: no cap
   bool enforce_eager = false;  // no CUDA graphs
   int32_t max_top_logprobs = 20;
-  uint64_t dummy_seed = 0;  // random weights when the model carries no WeightStore
+  int32_t max_logit_bias = 1024;  // entries per request
+  uint64_t dummy_seed = 0;        // random weights when the model carries no WeightStore
   // Decode attention kernel (--attention_kernel); prefill and mixed steps use v1.
   kernels::cuda::AttentionKernel attention_kernel = kernels::cuda::AttentionKernel::kV1;
   // cuBLASLt heuristic algorithms timed per GEMM shape during start-up (the
@@ -50,8 +51,12 @@ bool CudaDeviceUsable();
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
                                                              const CudaExecutorOptions& options);
 
-// The engine's options mapped onto CudaExecutorOptions (dtype must be auto or
-// bfloat16; the batch limits keep their defaults).
+// The engine's options mapped onto CudaExecutorOptions: the per-step limits
+// and max_logit_bias carry over; INVALID_ARGUMENT unless dtype is auto or
+// bfloat16.
+absl::StatusOr<CudaExecutorOptions> CudaOptionsFrom(const ExecutorOptions& options);
+
+// CreateCudaExecutor over CudaOptionsFrom(options).
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const LoadedModel& model,
                                                              const ExecutorOptions& options);
 

@@ -9,10 +9,15 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cuda/attention_v2.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/kv_cache_sizing.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/paged_kv.h"
 #include "model/config.h"
 #include "model/cuda_weights.h"
 
@@ -24,12 +29,14 @@ struct CudaStepInputs {
   const int32_t* positions = nullptr;     // [num_tokens]
   const int32_t* slot_mapping = nullptr;  // [num_tokens]
   const int32_t* query_start = nullptr;   // [num_seqs + 1]
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* block_tables = nullptr;  // [num_seqs, block_table_width]
   const int32_t* sample_rows = nullptr;   // [num_sample_rows], token rows whose logits are needed
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
   int32_t num_sample_rows = 0;
-  int32_t partition_size = 0;  // split-K decode attention; 0 = one pass per token
+  int32_t block_table_width = 0;  // columns of block_tables, <= the limits' max_model_len's
+  int32_t partition_size = 0;     // split-K decode attention; 0 = one pass per token
+  int32_t max_partitions = 0;     // split-K workspace stride (kernels::PlanSplitK)
 };
 
 struct CudaForwardLimits {
@@ -44,15 +51,18 @@ struct CudaForwardLimits {
 
 class CudaForward {
  public:
-  // Allocates activations, the attention workspace and the KV pool.
-  CudaForward(const ModelConfig& config, const CudaWeights& weights,
-              const CudaForwardLimits& limits);
+  // Allocates activations, the attention workspace and the KV pool;
+  // RESOURCE_EXHAUSTED or INTERNAL when the device refuses.
+  static absl::StatusOr<std::unique_ptr<CudaForward>> Create(const ModelConfig& config,
+                                                             const CudaWeights& weights,
+                                                             const CudaForwardLimits& limits);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;
 
   // Enqueues the forward pass; logits() then holds [num_sample_rows, vocab] fp32.
-  void Run(const CudaStepInputs& in, cudaStream_t stream);
+  // INVALID_ARGUMENT for inputs past the limits, INTERNAL for a failed launch.
+  absl::Status Run(const CudaStepInputs& in, cudaStream_t stream);
   float* logits() const { return logits_; }
   // GEMM shapes first run while this is > 1 time that many cuBLASLt candidates.
   void set_gemm_algorithms_timed(int32_t n) { gemm_.set_algorithms_timed(n); }
@@ -60,13 +70,23 @@ class CudaForward {
   // Device bytes the activations and workspace need for these limits (no KV).
   static int64_t ActivationBytes(const ModelConfig& config, const CudaForwardLimits& limits);
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
+  // The pool's geometry for the shared sizing functions (cache/kv_cache_sizing.h).
+  static KvCacheSpec KvSpec(const ModelConfig& config, int32_t block_size);
 
  private:
+  CudaForward(const ModelConfig& config, const CudaWeights& weights,
+              const CudaForwardLimits& limits);
+  absl::Status Allocate();
+  template <typename T>
+  absl::Status Alloc(T*& out, int64_t elems);
+  absl::Status RunLayer(const CudaLayerWeights& w, kernels::PagedKv<__nv_bfloat16>& kv,
+                        const CudaStepInputs& in, const __nv_bfloat16* pending,
+                        cudaStream_t stream);
+
   ModelConfig config_;
   const CudaWeights& weights_;
   CudaForwardLimits limits_;
-  int32_t max_blocks_per_seq_ = 0;
-  int32_t max_partitions_ = 0;
+  int64_t workspace_rows_ = 0;  // split-K rows per query head
   cuda::Gemm gemm_;
   std::vector<void*> allocations_;
   __nv_bfloat16 *residual_ = nullptr, *normed_ = nullptr, *x_ = nullptr, *qkv_ = nullptr;

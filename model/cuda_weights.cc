@@ -41,7 +41,8 @@ absl::Status CopyTensor(const WeightStore& store, const std::string& name, Shape
     const int64_t end = std::min(shape.rows, r + rows_per_chunk);
     const int64_t n = (end - r) * shape.cols;
     store.RowsToBFloat16(tensor, r, end, std::span<uint16_t>(staging, n));
-    LOOM_CUDA_CHECK(cudaMemcpy(dst + r * shape.cols, staging, n * 2, cudaMemcpyHostToDevice));
+    LOOM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(dst + r * shape.cols, staging, n * 2, cudaMemcpyHostToDevice));
   }
   return absl::OkStatus();
 }
@@ -111,7 +112,7 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Load(const ModelConfig
   const int64_t q_rows = int64_t{c.num_heads} * hd, kv_rows = int64_t{c.num_kv_heads} * hd;
   const int64_t staging_elems = int64_t{16} << 20;  // 32 MiB of pinned bf16
   uint16_t* staging = nullptr;
-  LOOM_CUDA_CHECK(cudaMallocHost(&staging, staging_elems * 2));
+  LOOM_CUDA_RETURN_IF_ERROR(cudaMallocHost(&staging, staging_elems * 2));
   absl::Status status = absl::OkStatus();
   auto copy = [&](const std::string& name, Shape shape, __nv_bfloat16* dst) {
     if (status.ok()) status = CopyTensor(store, name, shape, dst, staging, staging_elems);
@@ -137,7 +138,7 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Load(const ModelConfig
     copy(p + "mlp.up_proj.weight", {inter, hidden}, l.gate_up + inter * hidden);
     copy(p + "mlp.down_proj.weight", {hidden, inter}, l.down);
   }
-  LOOM_CUDA_CHECK(cudaFreeHost(staging));
+  LOOM_CUDA_RETURN_IF_ERROR(cudaFreeHost(staging));
   if (!status.ok()) return status;
   return w;
 }
@@ -150,12 +151,14 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Dummy(const ModelConfi
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t attn = int64_t{c.num_heads} * c.head_dim;
   uint64_t n = 0;
+  absl::Status status = absl::OkStatus();
   auto random = [&](__nv_bfloat16* dst, int64_t elems, int64_t in) {
-    cuda::RandomFillBFloat16(nullptr, dst, elems, 1.0f / std::sqrt(static_cast<float>(in)),
-                             seed * 1000003 + n++);
+    if (!status.ok()) return;
+    status = cuda::RandomFillBFloat16(nullptr, dst, elems, 1.0f / std::sqrt(static_cast<float>(in)),
+                                      seed * 1000003 + n++);
   };
-  auto ones = [](__nv_bfloat16* dst, int64_t elems) {
-    cuda::FillBFloat16(nullptr, dst, elems, 1.0f);
+  auto ones = [&](__nv_bfloat16* dst, int64_t elems) {
+    if (status.ok()) status = cuda::FillBFloat16(nullptr, dst, elems, 1.0f);
   };
   random(w->embed_, int64_t{c.vocab_size} * hidden, hidden);
   ones(w->final_norm_, hidden);
@@ -169,7 +172,8 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Dummy(const ModelConfi
     random(l.gate_up, 2 * inter * hidden, hidden);
     random(l.down, hidden * inter, inter);
   }
-  LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  if (!status.ok()) return status;
+  LOOM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return w;
 }
 

@@ -18,6 +18,10 @@ struct ExecutorGeometry {
   int32_t max_model_len = 0;
   std::string device;  // "cpu" or "cuda"
   std::string dtype;   // "float32", "bfloat16", ...
+  // Per-step limits the executor was sized for; 0: none. The scheduler's
+  // budgets must fit them (Engine::Start checks).
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
 };
 
 class Executor {

@@ -26,6 +26,12 @@ struct ExecutorOptions {
   int32_t max_model_len = 0;  // 0: the model's
   // cuda decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
+  // Per-step limits (--max_num_seqs, --max_num_batched_tokens) and the most
+  // logit_bias entries a request may carry (--max_logit_bias): the CUDA
+  // executor sizes its buffers, graphs and workspaces from them.
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 8192;
+  int32_t max_logit_bias = 1024;
 };
 
 // INVALID_ARGUMENT for an unknown device or dtype, FAILED_PRECONDITION for

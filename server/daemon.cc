@@ -73,6 +73,9 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;
   options.threads = config.threads;
   options.max_model_len = model.max_model_len;
+  options.max_num_seqs = config.max_num_seqs;
+  options.max_num_batched_tokens = config.max_num_batched_tokens;
+  options.max_logit_bias = config.max_logit_bias;
   return options;
 }
 
@@ -146,10 +149,12 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   }
 
   EngineBackend backend(engine);
-  GenerationService service(frontend, backend,
-                            [&metrics](std::string_view method, absl::StatusCode code) {
-                              metrics.RecordGrpcRequest(method, code);
-                            });
+  GenerationService service(
+      frontend, backend,
+      [&metrics](std::string_view method, absl::StatusCode code) {
+        metrics.RecordGrpcRequest(method, code);
+      },
+      RequestLimits{.max_logit_bias = config.max_logit_bias});
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
       GrpcServer::Start(config.host, config.port, service);
   if (!grpc_server.ok()) {

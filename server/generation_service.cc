@@ -32,8 +32,8 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
 }  // namespace
 
 GenerationService::GenerationService(const ModelFrontend& model, GenerationBackend& backend,
-                                     RpcRecorder recorder)
-    : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model) {}
+                                     RpcRecorder recorder, RequestLimits limits)
+    : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model, limits) {}
 
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
                                                          std::string_view method,

@@ -19,7 +19,7 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // model and backend must outlive the service; recorder, when set, sees the
   // outcome of every call.
   GenerationService(const ModelFrontend& model, GenerationBackend& backend,
-                    RpcRecorder recorder = nullptr);
+                    RpcRecorder recorder = nullptr, RequestLimits limits = {});
 
   // From now on new calls get UNAVAILABLE; calls in flight carry on.
   void StopAccepting() { accepting_.store(false, std::memory_order_release); }

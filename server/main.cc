@@ -31,6 +31,7 @@ ABSL_FLAG(double, kv_cache_memory_fraction, 0.9,
 ABSL_FLAG(int64_t, kv_cache_bytes, 0, "Explicit KV budget in bytes (0: sized automatically).");
 ABSL_FLAG(int32_t, max_num_seqs, 256, "Sequences per step.");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 8192, "Tokens per step.");
+ABSL_FLAG(int32_t, max_logit_bias, 1024, "logit_bias entries a request may carry.");
 ABSL_FLAG(int32_t, max_model_len, 0, "Context length (0: from the model).");
 ABSL_FLAG(int32_t, max_queued_requests, 1024,
           "Waiting requests beyond this get RESOURCE_EXHAUSTED.");
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   config.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   config.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   config.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  config.max_logit_bias = absl::GetFlag(FLAGS_max_logit_bias);
   config.max_model_len = absl::GetFlag(FLAGS_max_model_len);
   config.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
   config.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);

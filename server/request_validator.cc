@@ -27,7 +27,8 @@ absl::Status CheckTokenId(int32_t id, int32_t vocab_size, absl::string_view fiel
   return OutOfRange(field, absl::StrCat("a token id in [0, ", vocab_size, ")"), absl::StrCat(id));
 }
 
-absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size) {
+absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
+                              const RequestLimits& limits) {
   if (s.has_temperature()) {
     if (absl::Status st = CheckClosed(s.temperature(), 0, 100, "sampling.temperature"); !st.ok()) {
       return st;
@@ -62,6 +63,12 @@ absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size) {
   }
   if (s.has_n() && !(1 <= s.n() && s.n() <= kMaxSamples)) {
     return OutOfRange("sampling.n", absl::StrCat("in [1, ", kMaxSamples, "]"), absl::StrCat(s.n()));
+  }
+  if (s.logit_bias_size() > limits.max_logit_bias) {
+    return OutOfRange(
+        "sampling.logit_bias",
+        absl::StrCat("at most ", limits.max_logit_bias, " entries (--max_logit_bias)"),
+        absl::StrCat(s.logit_bias_size(), " entries"));
   }
   for (const auto& [id, bias] : s.logit_bias()) {
     if (absl::Status st = CheckTokenId(id, vocab_size, "sampling.logit_bias key"); !st.ok()) {
@@ -153,7 +160,8 @@ absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* 
   return absl::OkStatus();
 }
 
-absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size) {
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
+                                     const RequestLimits& limits) {
   if (request.request_id().size() > kMaxRequestIdLength) {
     return OutOfRange("request_id", absl::StrCat("at most ", kMaxRequestIdLength, " characters"),
                       absl::StrCat(request.request_id().size(), " characters"));
@@ -161,7 +169,7 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
   if (absl::Status st = ValidateInput(request, vocab_size); !st.ok()) {
     return st;
   }
-  if (absl::Status st = ValidateSampling(request.sampling(), vocab_size); !st.ok()) {
+  if (absl::Status st = ValidateSampling(request.sampling(), vocab_size, limits); !st.ok()) {
     return st;
   }
   if (absl::Status st = ValidateStopping(request.stopping(), vocab_size); !st.ok()) {

@@ -16,8 +16,15 @@ inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxSamples = 16;
+inline constexpr int32_t kDefaultMaxLogitBias = 1024;
 
-absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size);
+// Limits set by flags (API.md §3).
+struct RequestLimits {
+  int32_t max_logit_bias = kDefaultMaxLogitBias;  // --max_logit_bias: entries per request
+};
+
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
+                                     const RequestLimits& limits = {});
 
 absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request);
 

@@ -88,6 +88,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("max_num_batched_tokens", absl::StrCat(">= max_num_seqs (", c.max_num_seqs, ")"),
                    absl::StrCat(c.max_num_batched_tokens));
   }
+  if (c.max_logit_bias < 0) {
+    return Invalid("max_logit_bias", ">= 0", absl::StrCat(c.max_logit_bias));
+  }
   if (c.max_model_len < 0) {
     return Invalid("max_model_len", ">= 0 (0 = from the model)", absl::StrCat(c.max_model_len));
   }

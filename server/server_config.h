@@ -27,7 +27,8 @@ struct ServerConfig {
   int64_t kv_cache_bytes = 0;
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 8192;
-  int32_t max_model_len = 0;  // 0: from the model
+  int32_t max_logit_bias = 1024;  // logit_bias entries per request
+  int32_t max_model_len = 0;      // 0: from the model
   int32_t max_queued_requests = 1024;
   bool enable_prefix_caching = true;
   std::string scheduling_policy = "fcfs";

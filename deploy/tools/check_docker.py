@@ -98,7 +98,7 @@ def check(dockerfile_name, dockerfile_text, setup_text, test_text):
             if extra:
                 problems.append(f"{where}: builder installs {extra} outside {PACKAGE_LIST}")
     used_presets = set(re.findall(r"--preset (\w+)", " ".join(runs)))
-    built = set(re.findall(r"^build (\w+)", test_text, re.M))
+    built = set(re.findall(r"^\s*build (\w+)", test_text, re.M))
     if not used_presets or not used_presets <= built:
         problems.append(f"{where}: builder presets {sorted(used_presets)} are not ones "
                         f"scripts/test builds {sorted(built)}")

@@ -63,7 +63,11 @@ int32_t Draw(const SamplingRowParams& r, const float* logits, int32_t vocab) {
   std::iota(cand.begin(), cand.end(), 0);
   if (r.top_k > 0 && r.top_k < vocab) {
     std::nth_element(cand.begin(), cand.begin() + (r.top_k - 1), cand.end(), better(logits));
-    cand.resize(r.top_k);
+    // Every token tied with the k-th best stays.
+    const float kth = logits[cand[r.top_k - 1]];
+    cand.erase(std::partition(cand.begin() + r.top_k, cand.end(),
+                              [&](int32_t id) { return logits[id] >= kth; }),
+               cand.end());
   }
   float lmax = logits[cand[0]];
   for (int32_t id : cand) lmax = std::max(lmax, logits[id]);
@@ -96,7 +100,11 @@ int32_t Draw(const SamplingRowParams& r, const float* logits, int32_t vocab) {
     std::sort(lo, hi, better(weight.data()));
     double run = 0.0;
     while (lo != hi && run < need) run += weight[*lo++];
-    cand.resize(std::max<size_t>(lo - cand.begin(), 1));
+    if (lo == cand.begin()) ++lo;
+    // Every token tied with the last kept one stays.
+    const float cut = logits[*(lo - 1)];
+    lo = std::partition(lo, cand.end(), [&](int32_t id) { return logits[id] >= cut; });
+    cand.resize(lo - cand.begin());
   }
   // Walk the kept tokens in id order: drop the others' weight, then scan.
   std::vector<float> kept(vocab, 0.0f);
@@ -121,8 +129,8 @@ void SampleRow(const SamplingBatchParams& p, int32_t row) {
   const SamplingRowParams& r = p.rows[row];
   float* logits = p.logits + static_cast<int64_t>(row) * p.vocab_size;
   ApplyPenalties(r, logits, p.vocab_size);
-  const int32_t token =
-      r.temperature == 0.0f ? Argmax(logits, p.vocab_size) : Draw(r, logits, p.vocab_size);
+  const int32_t token = IsGreedyTemperature(r.temperature) ? Argmax(logits, p.vocab_size)
+                                                           : Draw(r, logits, p.vocab_size);
   p.out_token_ids[row] = token;
   if (r.num_logprobs < 0) return;
   LOOM_CHECK_LE(r.num_logprobs, p.max_top_logprobs);

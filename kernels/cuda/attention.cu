@@ -36,9 +36,10 @@ __device__ __forceinline__ int FindSeq(const int32_t* query_start, int num_seqs,
   return lo;
 }
 
+// One (token, kv head, partition) of the attention.
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
-    AttentionKernel(PagedAttentionParams<T> p, int part_size, bool split) {
+__device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_head, int part,
+                                int part_size, bool split) {
   constexpr int kVec = Vec16<T>::kVec;
   constexpr int kTpr = kHeadDim / kVec;  // lanes per K/V row
   constexpr int kRowsPerWarp = 32 / kTpr;
@@ -48,11 +49,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup], alpha_s[kMaxGroup];
   __shared__ float red[kWarps][kMaxGroup][kHeadDim];
 
-  const int t = blockIdx.x, kv_head = blockIdx.y, part = blockIdx.z;
   const int group = p.num_heads / p.kv.num_kv_heads;
   const int ctx = p.kv.positions[t] + 1;
   const int begin = part * part_size;
-  if (begin >= ctx) return;
   const int end = min(ctx, begin + part_size);
   const bool write_partial = split && ctx > part_size;
   const int seq = FindSeq(p.kv.query_start, p.kv.num_seqs, t);
@@ -196,12 +195,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Partitions walked with a grid-stride loop over grid.z; split-K writes stay
+// inside the workspace's max_partitions columns.
+template <typename T, int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    AttentionKernel(PagedAttentionParams<T> p, int part_size, bool split) {
+  const int t = blockIdx.x, kv_head = blockIdx.y;
+  const int ctx = p.kv.positions[t] + 1;
+  const int parts = split ? min((ctx + part_size - 1) / part_size, p.max_partitions) : 1;
+  for (int part = blockIdx.z; part < parts; part += gridDim.z) {
+    AttendPartition<T, kHeadDim>(p, t, kv_head, part, part_size, split);
+    __syncthreads();
+  }
+}
+
 // Combines the partitions of each (token, head) whose context was split.
 template <typename T, int kHeadDim>
 __global__ void ReduceKernel(PagedAttentionParams<T> p) {
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   const int ctx = p.kv.positions[t] + 1;
-  const int parts = (ctx + p.partition_size - 1) / p.partition_size;
+  const int parts = min((ctx + p.partition_size - 1) / p.partition_size, p.max_partitions);
   if (parts <= 1) return;
   const int64_t row = (static_cast<int64_t>(t) * p.num_heads + head) * p.max_partitions;
   float m = -FLT_MAX;
@@ -216,22 +229,24 @@ __global__ void ReduceKernel(PagedAttentionParams<T> p) {
 }
 
 template <typename T, int kHeadDim>
-void Launch(const PagedAttentionParams<T>& p, cudaStream_t stream) {
+absl::Status Launch(const PagedAttentionParams<T>& p, cudaStream_t stream) {
   const bool split = p.partition_size > 0 && p.kv.num_tokens == p.kv.num_seqs;
-  const dim3 grid(p.kv.num_tokens, p.kv.num_kv_heads, split ? p.max_partitions : 1);
+  const int grid_z = split ? SplitKGridZ(p.max_partitions, p.partition_size) : 1;
+  const dim3 grid(p.kv.num_tokens, p.kv.num_kv_heads, grid_z);
   AttentionKernel<T, kHeadDim>
       <<<grid, kThreads, 0, stream>>>(p, split ? p.partition_size : INT_MAX, split);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
   if (split && p.max_partitions > 1) {
     ReduceKernel<T, kHeadDim><<<dim3(p.kv.num_tokens, p.num_heads), kHeadDim, 0, stream>>>(p);
-    LOOM_CUDA_CHECK_LAUNCH();
+    LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 template <typename T>
-void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
+absl::Status PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
   const int kv_heads = p.kv.num_kv_heads;
   LOOM_KERNEL_CHECK(kv_heads > 0 && p.num_heads % kv_heads == 0);
   LOOM_KERNEL_CHECK(p.num_heads / kv_heads <= kMaxGroup);
@@ -240,28 +255,24 @@ void PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
     LOOM_KERNEL_CHECK(p.partition_size % p.kv.block_size == 0 && p.max_partitions > 0);
     LOOM_KERNEL_CHECK(p.partial_out && p.partial_max && p.partial_sum);
   }
-  if (p.kv.num_tokens == 0) return;
+  if (p.kv.num_tokens == 0) return absl::OkStatus();
   switch (p.kv.head_dim) {
     case 16:
-      Launch<T, 16>(p, stream);
-      break;
+      return Launch<T, 16>(p, stream);
     case 32:
-      Launch<T, 32>(p, stream);
-      break;
+      return Launch<T, 32>(p, stream);
     case 64:
-      Launch<T, 64>(p, stream);
-      break;
+      return Launch<T, 64>(p, stream);
     case 128:
-      Launch<T, 128>(p, stream);
-      break;
+      return Launch<T, 128>(p, stream);
     default:
-      LOOM_KERNEL_CHECK(p.kv.head_dim == 16 || p.kv.head_dim == 32 || p.kv.head_dim == 64 ||
-                        p.kv.head_dim == 128);
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention head_dim ", p.kv.head_dim, " unsupported (16, 32, 64, 128)"));
   }
 }
 
-template void PagedAttention<float>(const PagedAttentionParams<float>&, cudaStream_t);
-template void PagedAttention<__nv_bfloat16>(const PagedAttentionParams<__nv_bfloat16>&,
-                                            cudaStream_t);
+template absl::Status PagedAttention<float>(const PagedAttentionParams<float>&, cudaStream_t);
+template absl::Status PagedAttention<__nv_bfloat16>(const PagedAttentionParams<__nv_bfloat16>&,
+                                                    cudaStream_t);
 
 }  // namespace loom::kernels::cuda

@@ -23,15 +23,16 @@ __global__ void EmbeddingKernel(EmbeddingParams<T> p) {
 }  // namespace
 
 template <typename T>
-void Embedding(const EmbeddingParams<T>& p, cudaStream_t stream) {
+absl::Status Embedding(const EmbeddingParams<T>& p, cudaStream_t stream) {
   LOOM_KERNEL_CHECK(p.num_tokens >= 0 && p.vocab_size > 0);
   LOOM_KERNEL_CHECK(p.hidden % Vec16<T>::kVec == 0);
-  if (p.num_tokens == 0) return;
+  if (p.num_tokens == 0) return absl::OkStatus();
   EmbeddingKernel<T><<<p.num_tokens, 256, 0, stream>>>(p);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
+  return absl::OkStatus();
 }
 
-template void Embedding<float>(const EmbeddingParams<float>&, cudaStream_t);
-template void Embedding<__nv_bfloat16>(const EmbeddingParams<__nv_bfloat16>&, cudaStream_t);
+template absl::Status Embedding<float>(const EmbeddingParams<float>&, cudaStream_t);
+template absl::Status Embedding<__nv_bfloat16>(const EmbeddingParams<__nv_bfloat16>&, cudaStream_t);
 
 }  // namespace loom::kernels::cuda

@@ -41,17 +41,19 @@ int GridFor(int64_t work) {
 
 }  // namespace
 
-void RandomFillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float scale,
-                        uint64_t seed) {
-  if (n == 0) return;
+absl::Status RandomFillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float scale,
+                                uint64_t seed) {
+  if (n == 0) return absl::OkStatus();
   RandomFillKernel<<<GridFor((n + 7) / 8), 256, 0, stream>>>(data, n, scale, seed);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
+  return absl::OkStatus();
 }
 
-void FillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float value) {
-  if (n == 0) return;
+absl::Status FillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float value) {
+  if (n == 0) return absl::OkStatus();
   FillKernel<<<GridFor(n), 256, 0, stream>>>(data, n, value);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
+  return absl::OkStatus();
 }
 
 }  // namespace loom::cuda

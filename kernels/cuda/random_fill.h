@@ -8,12 +8,14 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+
 namespace loom::cuda {
 
 // data[i] = uniform in [-scale, scale), a function of (seed, i) only.
-void RandomFillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float scale,
-                        uint64_t seed);
+absl::Status RandomFillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float scale,
+                                uint64_t seed);
 // data[i] = value.
-void FillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float value);
+absl::Status FillBFloat16(cudaStream_t stream, __nv_bfloat16* data, int64_t n, float value);
 
 }  // namespace loom::cuda

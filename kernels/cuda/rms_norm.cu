@@ -52,16 +52,17 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams<T> p) {
 }  // namespace
 
 template <typename T>
-void RmsNorm(const RmsNormParams<T>& p, cudaStream_t stream) {
+absl::Status RmsNorm(const RmsNormParams<T>& p, cudaStream_t stream) {
   constexpr int kVec = Vec16<T>::kVec;
   LOOM_KERNEL_CHECK(p.hidden % kVec == 0 && p.hidden <= kThreads * kMaxVecsPerThread * kVec);
   LOOM_KERNEL_CHECK(p.out != p.residual);
-  if (p.num_tokens == 0) return;
+  if (p.num_tokens == 0) return absl::OkStatus();
   RmsNormKernel<T><<<p.num_tokens, kThreads, 0, stream>>>(p);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
+  return absl::OkStatus();
 }
 
-template void RmsNorm<float>(const RmsNormParams<float>&, cudaStream_t);
-template void RmsNorm<__nv_bfloat16>(const RmsNormParams<__nv_bfloat16>&, cudaStream_t);
+template absl::Status RmsNorm<float>(const RmsNormParams<float>&, cudaStream_t);
+template absl::Status RmsNorm<__nv_bfloat16>(const RmsNormParams<__nv_bfloat16>&, cudaStream_t);
 
 }  // namespace loom::kernels::cuda

@@ -42,15 +42,17 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams<T> p) {
 }  // namespace
 
 template <typename T>
-void RopeKvWrite(const RopeKvWriteParams<T>& p, cudaStream_t stream) {
+absl::Status RopeKvWrite(const RopeKvWriteParams<T>& p, cudaStream_t stream) {
   LOOM_KERNEL_CHECK(p.kv.head_dim % 2 == 0 && p.num_heads % p.kv.num_kv_heads == 0);
   LOOM_KERNEL_CHECK(p.kv.block_size > 0 && p.inv_freq != nullptr);
-  if (p.kv.num_tokens == 0) return;
+  if (p.kv.num_tokens == 0) return absl::OkStatus();
   RopeKvWriteKernel<T><<<p.kv.num_tokens, 256, 0, stream>>>(p);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
+  return absl::OkStatus();
 }
 
-template void RopeKvWrite<float>(const RopeKvWriteParams<float>&, cudaStream_t);
-template void RopeKvWrite<__nv_bfloat16>(const RopeKvWriteParams<__nv_bfloat16>&, cudaStream_t);
+template absl::Status RopeKvWrite<float>(const RopeKvWriteParams<float>&, cudaStream_t);
+template absl::Status RopeKvWrite<__nv_bfloat16>(const RopeKvWriteParams<__nv_bfloat16>&,
+                                                 cudaStream_t);
 
 }  // namespace loom::kernels::cuda

@@ -1,7 +1,8 @@
 // One block per row. Candidate order is descending logit, lower id first; the
 // top-k and top-p cut-offs are found by bisection over the order-preserving
 // integer image of the float logits (32 counting passes over the row each), so
-// nothing is sorted; tokens with a logit equal to a cut-off are kept together.
+// nothing is sorted; tokens with a logit equal to a cut-off are kept together,
+// as on the CPU.
 // The draw walks the kept tokens in id order, as the CPU recipe does.
 #include <cub/block/block_scan.cuh>
 
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
 
   // 4-5. Greedy, or the filtered seeded draw.
   int token = top.i;
-  if (row.temperature > 0.0f) {
+  if (!IsGreedyTemperature(row.temperature)) {
     const float inv_t = 1.0f / row.temperature;
     const float m = top.v;
     auto weight = [=](float v) { return expf((v - m) * inv_t); };
@@ -202,11 +203,12 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
 
 }  // namespace
 
-void Sample(const SamplingGpuParams& p, cudaStream_t stream) {
+absl::Status Sample(const SamplingGpuParams& p, cudaStream_t stream) {
   LOOM_KERNEL_CHECK(p.vocab_size > 0 && p.num_rows >= 0);
-  if (p.num_rows == 0) return;
+  if (p.num_rows == 0) return absl::OkStatus();
   SampleKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
-  LOOM_CUDA_CHECK_LAUNCH();
+  LOOM_CUDA_RETURN_IF_LAUNCH_ERROR();
+  return absl::OkStatus();
 }
 
 }  // namespace loom::kernels::cuda

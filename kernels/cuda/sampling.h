@@ -7,9 +7,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/sampling.h"
 
 namespace loom::kernels::cuda {
@@ -46,6 +49,31 @@ struct SamplingBatchPack {
   void Clear();
 };
 
+// The most a step can pack: max_rows sampled rows, each with up to
+// min(max_history, vocab_size) distinct penalised tokens and
+// min(max_logit_bias, vocab_size) bias entries.
+struct SamplingUploadLimits {
+  int32_t max_rows = 0;
+  int32_t vocab_size = 0;
+  int32_t max_history = 0;  // tokens of a sequence (max_model_len)
+  int32_t max_logit_bias = 0;
+};
+
+// Bytes PackSamplingUpload needs at most under these limits.
+size_t SamplingUploadBytes(const SamplingUploadLimits& limits);
+
+// Byte offsets, from the start of the destination, of the packed arrays.
+struct SamplingUploadOffsets {
+  size_t rows = 0, penalties = 0, bias_ids = 0, bias_values = 0;
+  size_t end = 0;  // one past the last byte written
+};
+
+// Copies the pack's arrays into dst[begin, capacity), each 16-byte aligned;
+// RESOURCE_EXHAUSTED when they do not fit.
+absl::StatusOr<SamplingUploadOffsets> PackSamplingUpload(const SamplingBatchPack& pack,
+                                                         std::byte* dst, size_t begin,
+                                                         size_t capacity);
+
 // Device pointers; outputs as in SamplingBatchParams.
 struct SamplingGpuParams {
   float* logits = nullptr;  // [num_rows, vocab_size], overwritten
@@ -62,6 +90,6 @@ struct SamplingGpuParams {
   float* out_top_logprobs = nullptr;
 };
 
-void Sample(const SamplingGpuParams& p, cudaStream_t stream);
+absl::Status Sample(const SamplingGpuParams& p, cudaStream_t stream);
 
 }  // namespace loom::kernels::cuda

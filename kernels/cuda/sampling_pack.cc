@@ -1,5 +1,8 @@
+#include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cuda/sampling.h"
 
 namespace loom::kernels::cuda {
@@ -47,6 +50,52 @@ void SamplingBatchPack::Clear() {
   penalties.clear();
   bias_ids.clear();
   bias_values.clear();
+}
+
+namespace {
+
+constexpr size_t kAlign = 16;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+size_t SamplingUploadBytes(const SamplingUploadLimits& l) {
+  const auto rows = static_cast<size_t>(std::max(l.max_rows, 0));
+  const auto history = static_cast<size_t>(std::clamp(l.max_history, 0, l.vocab_size));
+  const auto bias = static_cast<size_t>(std::clamp(l.max_logit_bias, 0, l.vocab_size));
+  return AlignUp(rows * sizeof(SamplingRowGpu)) + AlignUp(rows * history * sizeof(PenaltyEntry)) +
+         AlignUp(rows * bias * sizeof(int32_t)) + AlignUp(rows * bias * sizeof(float)) + kAlign;
+}
+
+absl::StatusOr<SamplingUploadOffsets> PackSamplingUpload(const SamplingBatchPack& pack,
+                                                         std::byte* dst, size_t begin,
+                                                         size_t capacity) {
+  size_t off = begin;
+  bool fits = true;
+  auto put = [&](const auto& v) {
+    off = AlignUp(off);
+    const size_t at = off, n = v.size() * sizeof(v[0]);
+    if (!fits || off + n > capacity) {
+      fits = false;
+      return at;
+    }
+    if (n > 0) std::memcpy(dst + off, v.data(), n);
+    off += n;
+    return at;
+  };
+  SamplingUploadOffsets o;
+  o.rows = put(pack.rows);
+  o.penalties = put(pack.penalties);
+  o.bias_ids = put(pack.bias_ids);
+  o.bias_values = put(pack.bias_values);
+  o.end = off;
+  if (!fits) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sampling inputs of ", pack.rows.size(), " rows, ", pack.penalties.size(),
+                     " penalised tokens and ", pack.bias_ids.size(), " bias entries exceed the ",
+                     capacity - begin, "-byte upload buffer"));
+  }
+  return o;
 }
 
 }  // namespace loom::kernels::cuda

@@ -53,7 +53,9 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .block_size = options_.block_size,
           .max_model_len = options_.max_model_len,
           .device = "cpu",
-          .dtype = "float32"};
+          .dtype = "float32",
+          .max_num_seqs = options_.max_num_seqs,
+          .max_num_batched_tokens = options_.max_num_batched_tokens};
 }
 
 absl::StatusOr<StepResult> FakeExecutor::Execute(const StepPlan& plan) {

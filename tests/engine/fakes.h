@@ -30,6 +30,8 @@ class FakeExecutor : public Executor {
     int32_t num_blocks = 64;  // including the null block
     int32_t block_size = 4;
     int32_t max_model_len = 128;
+    int32_t max_num_seqs = 0;  // reported limits; 0: none
+    int32_t max_num_batched_tokens = 0;
   };
 
   explicit FakeExecutor(Options options, TokenScript script = {});

@@ -170,5 +170,47 @@ TEST(SamplingTest, TopPOnALargeVocabStaysInsideTheNucleus) {
   }
 }
 
+// A denormal or tiny temperature would make 1 / T overflow: it is greedy, so
+// the tied best tokens give the lower id for every seed.
+TEST(SamplingTest, TinyTemperatureIsGreedy) {
+  for (float t : {1e-40f, 1e-30f, 1e-6f}) {
+    for (uint64_t seed = 0; seed < 32; ++seed) {
+      SamplingRowParams row;
+      row.temperature = t;
+      row.seed = seed;
+      EXPECT_EQ(SampleOne({1.0f, 3.0f, 3.0f, 0.0f}, row).token, 1) << t << " " << seed;
+    }
+  }
+  EXPECT_TRUE(IsGreedyTemperature(0.0f));
+  EXPECT_TRUE(IsGreedyTemperature(std::nanf("")));
+  EXPECT_FALSE(IsGreedyTemperature(kGreedyTemperature));
+}
+
+// Drawn tokens over many seeds.
+std::set<int32_t> DrawnTokens(const std::vector<float>& logits, SamplingRowParams row) {
+  std::set<int32_t> drawn;
+  for (uint64_t seed = 0; seed < 256; ++seed) {
+    row.seed = seed;
+    drawn.insert(SampleOne(logits, row).token);
+  }
+  return drawn;
+}
+
+// top_k keeps every token tied with the k-th best, as the GPU kernel does.
+TEST(SamplingTest, TopKKeepsTokensTiedAtTheCutoff) {
+  SamplingRowParams row;
+  row.top_k = 2;
+  EXPECT_EQ(DrawnTokens({1.0f, 1.0f, 1.0f, 0.0f}, row), (std::set<int32_t>{0, 1, 2}));
+  row.top_k = 1;
+  EXPECT_EQ(DrawnTokens({0.0f, 2.0f, 1.0f, 2.0f}, row), (std::set<int32_t>{1, 3}));
+}
+
+// top_p keeps every token tied with the last of its prefix.
+TEST(SamplingTest, TopPKeepsTokensTiedAtTheCutoff) {
+  SamplingRowParams row;
+  row.top_p = 0.7f;  // p = 0.576, 0.212, 0.212, ~0: the prefix ends inside the tie
+  EXPECT_EQ(DrawnTokens({2.0f, 1.0f, 1.0f, -10.0f}, row), (std::set<int32_t>{0, 1, 2}));
+}
+
 }  // namespace
 }  // namespace loom::kernels::cpu

@@ -165,6 +165,17 @@ TEST(RequestValidatorTest, RejectsLogprobsAndTruncation) {
                 "TRUNCATION_RIGHT; got 9");
 }
 
+TEST(RequestValidatorTest, LogitBiasEntriesAreLimitedByMaxLogitBias) {
+  v1::GenerateRequest r = Valid();
+  for (int32_t id = 0; id < 5; ++id) (*r.mutable_sampling()->mutable_logit_bias())[id] = 1;
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab, {.max_logit_bias = 5}).ok());
+  const absl::Status status = ValidateGenerateRequest(r, kVocab, {.max_logit_bias = 4});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "sampling.logit_bias must be at most 4 entries (--max_logit_bias); got 5 entries");
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());  // default limit: kDefaultMaxLogitBias
+}
+
 TEST(RequestValidatorTest, TokenizeRequest) {
   v1::TokenizeRequest r;
   EXPECT_EQ(ValidateTokenizeRequest(r).code(), absl::StatusCode::kInvalidArgument);

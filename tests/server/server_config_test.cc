@@ -86,6 +86,9 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   c.max_num_batched_tokens = 100;
   ExpectInvalid(c, "max_num_batched_tokens must be >= max_num_seqs (256); got 100");
   c = Valid();
+  c.max_logit_bias = -1;
+  ExpectInvalid(c, "max_logit_bias must be >= 0; got -1");
+  c = Valid();
   c.max_model_len = -1;
   ExpectInvalid(c, "max_model_len must be >= 0 (0 = from the model); got -1");
   c = Valid();

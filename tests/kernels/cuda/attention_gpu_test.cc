@@ -88,6 +88,8 @@ const std::vector<Shape>& Shapes() {
       {8, 4, 128, {{1023, 1}, {300, 1}, {4000, 1}, {16, 1}}},  // decodes
       {4, 8, 64, {{0, 40}, {64, 33}}},                         // prefill over a prefix
       {2, 2, 128, {{2047, 1}, {0, 1}, {5000, 1}}},             // long decode
+      // More partitions than the grid's 8192 tokens' worth: blocks loop over them.
+      {1, 2, 64, {{10000, 1}, {9000, 1}}},
   };
   return shapes;
 }
@@ -138,7 +140,7 @@ TYPED_TEST(AttentionGpuTest, RopeKvWriteMatchesReference) {
     p.kv = View<T>(s, st, d_k.get(), d_v.get());
     p.kv.positions = d_pos.get();
     p.kv.slot_mapping = d_slots.get();
-    kc::RopeKvWrite(p, nullptr);
+    LOOM_CUDA_CHECK_OK(kc::RopeKvWrite(p, nullptr));
 
     // q is rotated in place; k/v outside the written slots stay untouched.
     std::vector<float> got_q = d_qkv.Download(), want_q = qkv;
@@ -217,7 +219,7 @@ TYPED_TEST(AttentionGpuTest, PagedAttentionMatchesReference) {
     for (int partition : {0, 64, 512}) {
       const Step st(s, seed++);
       CheckAttention<T>(s, st, partition, seed, [](const kernels::PagedAttentionParams<T>& p) {
-        kc::PagedAttention(p, nullptr);
+        LOOM_CUDA_CHECK_OK(kc::PagedAttention(p, nullptr));
       });
       seed += 3;
     }

@@ -35,7 +35,8 @@ TYPED_TEST(OpsGpuTest, EmbeddingMatchesReference) {
     kernels::cpu::EmbeddingRef({ids.data(), table.data(), ref.data(), tokens, hidden, vocab});
     GuardedBuffer<T> d_table(table), d_out(ref.size());
     IntBuffer d_ids(ids);
-    kc::Embedding<T>({d_ids.get(), d_table.get(), d_out.get(), tokens, hidden, vocab}, nullptr);
+    LOOM_CUDA_CHECK_OK(kc::Embedding<T>(
+        {d_ids.get(), d_table.get(), d_out.get(), tokens, hidden, vocab}, nullptr));
     ExpectNear(d_out.Download(), ref, 0.0f, 0.0f);
     EXPECT_TRUE(d_out.GuardsIntact());
   }
@@ -54,9 +55,9 @@ TYPED_TEST(OpsGpuTest, ResidualRmsNormMatchesReference) {
       std::vector<float> ref(n);
       kernels::cpu::RmsNormRef(
           {add ? x.data() : nullptr, res.data(), w.data(), ref.data(), tokens, hidden, 1e-5f});
-      kc::RmsNorm<T>(
+      LOOM_CUDA_CHECK_OK(kc::RmsNorm<T>(
           {add ? d_x.get() : nullptr, d_res.get(), d_w.get(), d_out.get(), tokens, hidden, 1e-5f},
-          nullptr);
+          nullptr));
       // The residual is stored in T before normalisation: compare it exactly
       // after the same rounding, and the output within tolerance.
       std::vector<float> res_rounded = res;
@@ -71,13 +72,15 @@ TYPED_TEST(OpsGpuTest, ResidualRmsNormMatchesReference) {
 TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   using T = TypeParam;
-  for (auto [tokens, dim] : {std::pair{1, 64}, {9, 1536}, {4, 14336}}) {
+  // 70,000 tokens: more rows than grid.y can hold (65,535).
+  for (auto [tokens, dim] : {std::pair{1, 64}, {9, 1536}, {4, 14336}, {70000, 16}}) {
     // Fused gate_up layout: gate in the first half of each row, up in the second.
     std::vector<float> gu = RandomValues<T>(size_t(tokens) * 2 * dim, 5, -6.0f, 6.0f);
     std::vector<float> ref(size_t(tokens) * dim);
     kernels::cpu::SiluMulRef({gu.data(), gu.data() + dim, ref.data(), tokens, dim, 2 * dim, dim});
     GuardedBuffer<T> d_gu(gu), d_out(ref.size());
-    kc::SiluMul<T>({d_gu.get(), d_gu.get() + dim, d_out.get(), tokens, dim, 2 * dim, dim}, nullptr);
+    LOOM_CUDA_CHECK_OK(kc::SiluMul<T>(
+        {d_gu.get(), d_gu.get() + dim, d_out.get(), tokens, dim, 2 * dim, dim}, nullptr));
     ExpectNear<T>(d_out.Download(), ref);
     EXPECT_TRUE(d_out.GuardsIntact());
   }
@@ -85,7 +88,12 @@ TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
 
 void CheckMatmuls(cuda::Gemm& gemm) {
   for (auto [m, n, k] :
-       {std::tuple{1, 64, 64}, {7, 576, 1536}, {64, 1024, 4096}, {300, 384, 200}}) {
+       // 70,000 rows: the bias kernel walks rows past grid.y's 65,535.
+       {std::tuple{1, 64, 64},
+        {7, 576, 1536},
+        {64, 1024, 4096},
+        {300, 384, 200},
+        {70000, 16, 16}}) {
     for (bool bias : {false, true}) {
       std::vector<float> x = RandomValues<bf16>(size_t(m) * k, 6);
       std::vector<float> w = RandomValues<bf16>(size_t(n) * k, 7);
@@ -94,8 +102,9 @@ void CheckMatmuls(cuda::Gemm& gemm) {
       kernels::cpu::MatmulRef(
           {x.data(), w.data(), bias ? b.data() : nullptr, ref.data(), m, n, k, k, n});
       GuardedBuffer<bf16> d_x(x), d_w(w), d_b(b), d_y(ref.size());
-      kc::Matmul({d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, d_y.get(), m, n, k, k, n}, gemm,
-                 nullptr);
+      LOOM_CUDA_CHECK_OK(
+          kc::Matmul({d_x.get(), d_w.get(), bias ? d_b.get() : nullptr, d_y.get(), m, n, k, k, n},
+                     gemm, nullptr));
       // Sums of k products of magnitude <= 1: scale atol with sqrt(k).
       ExpectNear(d_y.Download(), ref, 0.02f * std::sqrt(float(k)) / 8.0f, 0.02f);
       EXPECT_TRUE(d_y.GuardsIntact());

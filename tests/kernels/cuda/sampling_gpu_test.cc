@@ -121,7 +121,7 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
       p.max_top_logprobs = kTopMax;
       p.out_top_ids = reinterpret_cast<int32_t*>(d_top_ids.get());
       p.out_top_logprobs = d_top_lp.get();
-      kc::Sample(p, nullptr);
+      LOOM_CUDA_CHECK_OK(kc::Sample(p, nullptr));
       std::vector<int32_t> got(n), got_top(n * kTopMax);
       LOOM_CUDA_CHECK(cudaMemcpy(got.data(), p.out_token_ids, n * 4, cudaMemcpyDeviceToHost));
       LOOM_CUDA_CHECK(
@@ -140,6 +140,71 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
       EXPECT_TRUE(d_lp.GuardsIntact() && d_ids.GuardsIntact() && d_top_ids.GuardsIntact());
       for (void* ptr : {d_rows, d_pen, d_bias_ids, d_bias_values}) cudaFree(ptr);
     }
+  }
+}
+
+// Tokens the GPU draws for rows over the same logits (no penalties, no bias).
+std::vector<int32_t> GpuTokens(const std::vector<float>& row_logits,
+                               const std::vector<kernels::SamplingRowParams>& rows) {
+  const int n = static_cast<int>(rows.size());
+  const int vocab = static_cast<int>(row_logits.size());
+  std::vector<float> logits;
+  for (int i = 0; i < n; ++i) logits.insert(logits.end(), row_logits.begin(), row_logits.end());
+  GuardedBuffer<float> d_logits(logits), d_lp(n), d_ids(n);
+  kc::SamplingBatchPack pack;
+  for (const auto& r : rows) pack.Add(r);
+  void* d_rows = nullptr;
+  LOOM_CUDA_CHECK(cudaMalloc(&d_rows, pack.rows.size() * sizeof(pack.rows[0])));
+  LOOM_CUDA_CHECK(cudaMemcpy(d_rows, pack.rows.data(), pack.rows.size() * sizeof(pack.rows[0]),
+                             cudaMemcpyHostToDevice));
+  kc::SamplingGpuParams p;
+  p.logits = d_logits.get();
+  p.num_rows = n;
+  p.vocab_size = vocab;
+  p.rows = static_cast<const kc::SamplingRowGpu*>(d_rows);
+  p.out_token_ids = reinterpret_cast<int32_t*>(d_ids.get());
+  p.out_logprobs = d_lp.get();
+  LOOM_CUDA_CHECK_OK(kc::Sample(p, nullptr));
+  std::vector<int32_t> got(n);
+  LOOM_CUDA_CHECK(cudaMemcpy(got.data(), p.out_token_ids, n * 4, cudaMemcpyDeviceToHost));
+  cudaFree(d_rows);
+  return got;
+}
+
+// Crafted ties at the top-k and top-p cut-offs and tiny temperatures: the GPU
+// draws the CPU's token for every seed.
+TEST(SamplingGpuTest, TiesAtTheCutoffsMatchCpuForEverySeed) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  kernels::cpu::ThreadPool pool(1);
+  struct TieCase {
+    std::vector<float> logits;
+    int32_t top_k;
+    float top_p;
+    float temperature;
+  };
+  const std::vector<TieCase> cases = {{{1, 1, 1, 0}, 2, 1.0f, 1.0f},
+                                      {{0, 2, 1, 2, 2}, 1, 1.0f, 0.7f},
+                                      {{2, 1, 1, -10}, 0, 0.7f, 1.0f},
+                                      {{3, 3, 1, 1, 1, 1}, 3, 0.95f, 1.0f},
+                                      {{1, 3, 3, 0}, 0, 1.0f, 1e-40f}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    std::vector<kernels::SamplingRowParams> rows(64);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].top_k = cases[c].top_k;
+      rows[i].top_p = cases[c].top_p;
+      rows[i].temperature = cases[c].temperature;
+      rows[i].seed = i;
+    }
+    const int n = static_cast<int>(rows.size());
+    const int vocab = static_cast<int>(cases[c].logits.size());
+    std::vector<float> logits;
+    for (int i = 0; i < n; ++i) {
+      logits.insert(logits.end(), cases[c].logits.begin(), cases[c].logits.end());
+    }
+    std::vector<int32_t> want(n);
+    std::vector<float> want_lp(n);
+    kernels::cpu::Sample({logits.data(), n, vocab, rows.data(), want.data(), want_lp.data()}, pool);
+    EXPECT_EQ(GpuTokens(cases[c].logits, rows), want) << "case " << c;
   }
 }
 

@@ -1,5 +1,8 @@
 // Host-side packing of sampling rows for the GPU (no device needed): distinct
 // penalised tokens with their output counts, bias ranges and row offsets.
+#include <cstddef>
+#include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -76,6 +79,77 @@ TEST(SamplingPackTest, RowsAppendWithOffsets) {
   EXPECT_EQ(pack.bias_values, bias_values);
   pack.Clear();
   EXPECT_TRUE(pack.rows.empty() && pack.penalties.empty() && pack.bias_ids.empty());
+}
+
+// The worst step the limits allow: every row with max_history distinct
+// penalised tokens and a logit_bias over the whole vocabulary. It fits in
+// SamplingUploadBytes after the int32 inputs and every array round-trips.
+TEST(SamplingPackTest, WorstCaseStepFitsTheUploadAndRoundTrips) {
+  SamplingUploadLimits limits;
+  limits.max_rows = 48;
+  limits.vocab_size = 128256;
+  limits.max_history = 4096;
+  limits.max_logit_bias = limits.vocab_size;
+  std::vector<int32_t> history(limits.max_history);
+  std::iota(history.begin(), history.end(), 0);
+  std::vector<int32_t> bias_ids(limits.vocab_size);
+  std::iota(bias_ids.begin(), bias_ids.end(), 0);
+  std::vector<float> bias_values(bias_ids.size());
+  for (size_t i = 0; i < bias_values.size(); ++i)
+    bias_values[i] = static_cast<float>(i % 201) - 100;
+  SamplingBatchPack pack;
+  for (int32_t r = 0; r < limits.max_rows; ++r) {
+    SamplingRowParams row;
+    row.token_ids = history.data();
+    row.num_prompt_tokens = 1;
+    row.num_tokens = limits.max_history;
+    row.repetition_penalty = 1.2f;
+    row.presence_penalty = 0.5f;
+    row.bias_token_ids = bias_ids.data();
+    row.bias_values = bias_values.data();
+    row.num_bias = limits.vocab_size;
+    row.seed = static_cast<uint64_t>(r);
+    pack.Add(row);
+  }
+  ASSERT_EQ(pack.penalties.size(), size_t{48} * 4096);
+  ASSERT_EQ(pack.bias_ids.size(), size_t{48} * 128256);
+
+  const size_t begin = 4 * 1001;  // int32 inputs before the pack, not 16-byte aligned
+  const size_t capacity = begin + SamplingUploadBytes(limits);
+  // The former sizing: rows, max_history penalties per row and 1 MiB for bias.
+  const size_t former =
+      48 * sizeof(SamplingRowGpu) + size_t{48} * 4096 * sizeof(PenaltyEntry) + (size_t{1} << 20);
+  EXPECT_GT(capacity - begin, former);
+  std::vector<std::byte> buffer(capacity);
+  absl::StatusOr<SamplingUploadOffsets> at =
+      PackSamplingUpload(pack, buffer.data(), begin, capacity);
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_LE(at->end, capacity);
+  for (size_t off : {at->rows, at->penalties, at->bias_ids, at->bias_values}) {
+    EXPECT_EQ(off % 16, 0u);
+    EXPECT_GE(off, begin);
+  }
+  std::vector<SamplingRowGpu> rows(pack.rows.size());
+  std::memcpy(rows.data(), buffer.data() + at->rows, rows.size() * sizeof(rows[0]));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_EQ(rows[r].seed, r);
+    EXPECT_EQ(rows[r].bias_begin, pack.rows[r].bias_begin);
+    EXPECT_EQ(rows[r].penalty_count, 4096);
+  }
+  std::vector<PenaltyEntry> pen(pack.penalties.size());
+  std::memcpy(pen.data(), buffer.data() + at->penalties, pen.size() * sizeof(pen[0]));
+  for (size_t i = 0; i < pen.size(); ++i) ASSERT_EQ(pen[i].token_id, pack.penalties[i].token_id);
+  std::vector<int32_t> ids(pack.bias_ids.size());
+  std::memcpy(ids.data(), buffer.data() + at->bias_ids, ids.size() * 4);
+  EXPECT_EQ(ids, pack.bias_ids);
+  std::vector<float> values(pack.bias_values.size());
+  std::memcpy(values.data(), buffer.data() + at->bias_values, values.size() * 4);
+  EXPECT_EQ(values, pack.bias_values);
+
+  // One byte short of what it wrote: refused, nothing overrun.
+  absl::StatusOr<SamplingUploadOffsets> tight =
+      PackSamplingUpload(pack, buffer.data(), begin, at->end - 1);
+  EXPECT_EQ(tight.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

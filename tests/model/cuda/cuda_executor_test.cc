@@ -151,6 +151,52 @@ TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
   EXPECT_GT(pair.compared(), 40);
 }
 
+// Every row of a full step at its request limits: max_num_seqs rows, each with
+// a logit_bias over the whole vocabulary and penalties over its history. The
+// executor reports the limits it was sized for and runs the step.
+TEST_P(CudaExecutorGoldenTest, WorstCaseSamplingStepRuns) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  const char* fixtures = std::getenv("LOOM_FIXTURES_DIR");
+  const std::string dir =
+      std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) + "/tiny/" +
+      std::get<0>(GetParam());
+  absl::StatusOr<ModelConfig> config = ConfigFromJson(dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  LoadedModel model;
+  model.config = *config;
+  model.max_model_len = std::min(config->max_position_embeddings, 256);
+  ExecutorOptions options;
+  options.attention_kernel = std::get<1>(GetParam()) == Kernel::kV2 ? "v2" : "v1";
+  options.block_size = kBlockSize;
+  options.kv_cache_bytes = 64 << 20;
+  options.max_num_seqs = 16;
+  options.max_num_batched_tokens = 64;
+  options.max_logit_bias = config->vocab_size;
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(model, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->Geometry().max_num_seqs, 16);
+  EXPECT_EQ((*gpu)->Geometry().max_num_batched_tokens, 64);
+  std::vector<Seq> seqs(16);
+  std::vector<Seq*> all;
+  for (int32_t i = 0; i < 16; ++i) {
+    seqs[i].id = i;
+    seqs[i].tokens = {1 + i, 2, 3, 4};
+    seqs[i].num_prompt = 4;
+    seqs[i].sampling.repetition_penalty = 1.3f;
+    seqs[i].sampling.seed = static_cast<uint64_t>(i);
+    for (int32_t id = 0; id < config->vocab_size; ++id) {
+      seqs[i].sampling.logit_bias.emplace_back(id, id == 7 ? 100.0f : -1.0f);
+    }
+    all.push_back(&seqs[i]);
+  }
+  int32_t next_block = 1;
+  const StepPlan plan = testing::PlanTokens(all, 0, kBlockSize, next_block);
+  absl::StatusOr<StepResult> result = (*gpu)->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->sampled.size(), 16u);
+  for (const SampledToken& t : result->sampled) EXPECT_EQ(t.token_id, 7);  // the +100 bias
+}
+
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, CudaExecutorGoldenTest,
     ::testing::Combine(::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2"),
