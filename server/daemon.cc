@@ -75,6 +75,28 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   return options;
 }
 
+ServiceOptions MakeServiceOptions(const ServerConfig& config) {
+  ServiceOptions options;
+  options.limits.max_stop_token_ids = config.max_stop_token_ids;
+  options.limits.max_cache_salt_bytes = config.max_cache_salt_bytes;
+  options.limits.max_prompt_bytes = config.max_prompt_bytes;
+  options.limits.max_prompt_tokens = config.max_prompt_tokens;
+  options.max_stream_buffer_bytes = config.max_stream_buffer_bytes;
+  options.stream_buffer_grace = config.stream_buffer_grace;
+  options.access_log = config.access_log;
+  return options;
+}
+
+GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
+  GrpcServerOptions options;
+  options.max_receive_bytes = config.grpc_max_receive_bytes;
+  options.keepalive_time = config.grpc_keepalive_time;
+  options.keepalive_timeout = config.grpc_keepalive_timeout;
+  options.keepalive_permit_without_calls = config.grpc_keepalive_permit_without_calls;
+  options.max_concurrent_streams = config.grpc_max_concurrent_streams;
+  return options;
+}
+
 // Waits for the end of the run: a signal (true) or an engine failure (false).
 bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine) {
   while (!watcher.WaitForSignal(kHealthPollInterval)) {
@@ -121,6 +143,9 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   MetricsRegistry metrics(BuildInfo{LOOM_VERSION, geometry.device, served_name},
                           [&engine] { return engine.Stats(); });
   engine.SetObserver(&metrics);
+  metrics.AddCallbackCounter("loom_log_messages_dropped_total",
+                             "Log lines dropped because the log queue was full.",
+                             [] { return static_cast<double>(LogMessagesDropped()); });
   // Start() sizes the pool from the executor and runs the warm-up step.
   if (absl::Status st = engine.Start(); !st.ok()) {
     LogLine(absl::StrCat("engine start-up failed: ", st.ToString()));
@@ -145,12 +170,14 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   }
 
   EngineBackend backend(engine);
-  GenerationService service(frontend, backend,
-                            [&metrics](std::string_view method, absl::StatusCode code) {
-                              metrics.RecordGrpcRequest(method, code);
-                            });
+  GenerationService service(
+      frontend, backend,
+      [&metrics](std::string_view method, absl::StatusCode code) {
+        metrics.RecordGrpcRequest(method, code);
+      },
+      MakeServiceOptions(config));
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
-      GrpcServer::Start(config.host, config.port, service);
+      GrpcServer::Start(config.host, config.port, service, MakeGrpcServerOptions(config));
   if (!grpc_server.ok()) {
     LogLine(grpc_server.status().ToString());
     return 1;

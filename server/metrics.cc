@@ -137,8 +137,19 @@ void MetricsRegistry::RecordGrpcRequest(std::string_view method, absl::StatusCod
       .Increment();
 }
 
+void MetricsRegistry::AddCallbackCounter(std::string name, std::string help,
+                                         std::function<double()> value) {
+  callback_counters_.push_back({std::move(name), std::move(help), std::move(value)});
+}
+
 std::vector<prometheus::MetricFamily> MetricsRegistry::Collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (const CallbackCounter& counter : callback_counters_) {
+    prometheus::ClientMetric metric;
+    metric.counter.value = counter.value();
+    families.push_back(prometheus::MetricFamily{
+        counter.name, counter.help, prometheus::MetricType::Counter, {metric}});
+  }
   for (const prometheus::Collectable* collectable :
        {static_cast<const prometheus::Collectable*>(&engine_),
         static_cast<const prometheus::Collectable*>(&process_)}) {

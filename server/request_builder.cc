@@ -51,7 +51,7 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptIds(
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
     const v1::TokenizeRequest& request) const {
-  if (absl::Status st = ValidateTokenizeRequest(request); !st.ok()) {
+  if (absl::Status st = ValidateTokenizeRequest(request, limits_); !st.ok()) {
     return st;
   }
   const bool is_chat = request.has_messages();
@@ -68,7 +68,7 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
   const v1::ModelInfo& info = model_.Info();
   const auto vocab_size = static_cast<int32_t>(info.vocab_size());
   const int64_t max_model_len = info.max_model_len();
-  if (absl::Status st = ValidateGenerateRequest(request, vocab_size); !st.ok()) {
+  if (absl::Status st = ValidateGenerateRequest(request, vocab_size, limits_); !st.ok()) {
     return st;
   }
 

@@ -15,6 +15,7 @@
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
 #include "server/model_frontend.h"
+#include "server/request_validator.h"
 
 namespace loom {
 
@@ -22,7 +23,8 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 
 class RequestBuilder {
  public:
-  explicit RequestBuilder(const ModelFrontend& model) : model_(model) {}
+  explicit RequestBuilder(const ModelFrontend& model, const RequestLimits& limits = {})
+      : model_(model), limits_(limits) {}
 
   // Validates every field (request_validator.h) and builds the params; the
   // deadline is the gRPC deadline (InfiniteFuture when the client set none).
@@ -40,6 +42,7 @@ class RequestBuilder {
   uint64_t NewSeed();
 
   const ModelFrontend& model_;
+  const RequestLimits limits_;
   std::mutex mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 };
