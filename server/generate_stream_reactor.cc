@@ -24,8 +24,15 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
     handle_ = *handle;
     watchdog.Watch([sink = std::weak_ptr<Sink>(sink_)](absl::Time now) {
       const std::shared_ptr<Sink> locked = sink.lock();
-      return locked != nullptr &&
-             locked->Visit([now](GenerateStreamReactor& reactor) { reactor.CheckBuffer(now); });
+      GenerateStreamReactor* overflowed = nullptr;
+      const bool alive = locked != nullptr && locked->Visit([&](GenerateStreamReactor& reactor) {
+        if (reactor.CheckBuffer(now)) overflowed = &reactor;
+      });
+      if (overflowed != nullptr) {
+        overflowed->AbortOverflowed();
+        return false;
+      }
+      return alive;
     });
     return;
   }
@@ -106,32 +113,38 @@ void GenerateStreamReactor::Perform(Action action) {
   }
 }
 
-void GenerateStreamReactor::CheckBuffer(absl::Time now) {
+bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (finish_called_) {
+    return false;
+  }
+  const int64_t buffered = coalescer_.pending_bytes() + (write_in_flight_ ? in_flight_bytes_ : 0);
+  if (buffered <= options_.max_stream_buffer_bytes) {
+    over_since_.reset();
+    return false;
+  }
+  if (!over_since_.has_value()) {
+    over_since_ = now;
+    return false;
+  }
+  if (now - *over_since_ < options_.stream_buffer_grace) {
+    return false;
+  }
+  finish_called_ = true;
+  coalescer_.Clear();
+  finish_status_ = absl::ResourceExhaustedError(absl::StrCat(
+      "the stream's unsent output stayed over --max_stream_buffer_bytes=",
+      options_.max_stream_buffer_bytes,
+      " for --stream_buffer_grace=", absl::FormatDuration(options_.stream_buffer_grace),
+      " (the client is not reading); got ", buffered, " bytes"));
+  return true;
+}
+
+void GenerateStreamReactor::AbortOverflowed() {
   absl::Status status;
   {
     const std::lock_guard<std::mutex> lock(mu_);
-    if (finish_called_) {
-      return;
-    }
-    const int64_t buffered = coalescer_.pending_bytes() + (write_in_flight_ ? in_flight_bytes_ : 0);
-    if (buffered <= options_.max_stream_buffer_bytes) {
-      over_since_.reset();
-      return;
-    }
-    if (!over_since_.has_value()) {
-      over_since_ = now;
-      return;
-    }
-    if (now - *over_since_ < options_.stream_buffer_grace) {
-      return;
-    }
-    finish_called_ = true;
-    coalescer_.Clear();
-    status = absl::ResourceExhaustedError(absl::StrCat(
-        "the stream's unsent output stayed over --max_stream_buffer_bytes=",
-        options_.max_stream_buffer_bytes,
-        " for --stream_buffer_grace=", absl::FormatDuration(options_.stream_buffer_grace),
-        " (the client is not reading); got ", buffered, " bytes"));
+    status = finish_status_;
   }
   LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
   if (handle_.has_value()) {

@@ -46,9 +46,13 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action);
   void OnOutput(RequestOutput output);
-  // From the watchdog: aborts the stream once its buffer has stayed over the
-  // cap for the grace period.
-  void CheckBuffer(absl::Time now);
+  // From the watchdog, under the sink's lock: true once the buffer has stayed
+  // over the cap for the grace period; the call is then marked finished and
+  // the caller must AbortOverflowed() after releasing the sink's lock (the
+  // backend may push the final output synchronously). The reactor stays alive
+  // until then: it cannot reach OnDone before Finish.
+  bool CheckBuffer(absl::Time now);
+  void AbortOverflowed();
   void FinishWith(const absl::Status& status, const Usage& usage);
 
   GenerationBackend& backend_;

@@ -28,7 +28,7 @@ struct GrpcServerOptions {
   absl::Duration keepalive_timeout = absl::Seconds(20);
   bool keepalive_permit_without_calls = true;
   // HTTP/2 streams (calls) one connection may have open at once.
-  int32_t max_concurrent_streams = 256;
+  int32_t max_concurrent_streams = 1024;
 };
 
 class GrpcServer {

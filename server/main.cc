@@ -61,7 +61,8 @@ ABSL_FLAG(std::string, grpc_keepalive_timeout, "20s",
           "A connection whose ping is unanswered this long is closed.");
 ABSL_FLAG(bool, grpc_keepalive_permit_without_calls, true,
           "Keepalive pings also on connections without calls in flight.");
-ABSL_FLAG(int32_t, grpc_max_concurrent_streams, 256, "Calls one gRPC connection may have open.");
+ABSL_FLAG(int32_t, grpc_max_concurrent_streams, 1024,
+          "Calls one gRPC connection may have open (the default fills --max_queued_requests).");
 ABSL_FLAG(int64_t, max_stream_buffer_bytes, 4 << 20,
           "Unsent output a GenerateStream call may hold for a client that does not read.");
 ABSL_FLAG(std::string, stream_buffer_grace, "10s",

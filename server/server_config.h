@@ -43,7 +43,7 @@ struct ServerConfig {
   absl::Duration grpc_keepalive_time = absl::Seconds(60);
   absl::Duration grpc_keepalive_timeout = absl::Seconds(20);
   bool grpc_keepalive_permit_without_calls = true;
-  int32_t grpc_max_concurrent_streams = 256;
+  int32_t grpc_max_concurrent_streams = 1024;
   int64_t max_stream_buffer_bytes = int64_t{4} << 20;
   absl::Duration stream_buffer_grace = absl::Seconds(10);
   bool access_log = true;
