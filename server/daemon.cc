@@ -79,6 +79,29 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   return options;
 }
 
+ServiceOptions MakeServiceOptions(const ServerConfig& config) {
+  ServiceOptions options;
+  options.limits.max_logit_bias = config.max_logit_bias;
+  options.limits.max_stop_token_ids = config.max_stop_token_ids;
+  options.limits.max_cache_salt_bytes = config.max_cache_salt_bytes;
+  options.limits.max_prompt_bytes = config.max_prompt_bytes;
+  options.limits.max_prompt_tokens = config.max_prompt_tokens;
+  options.max_stream_buffer_bytes = config.max_stream_buffer_bytes;
+  options.stream_buffer_grace = config.stream_buffer_grace;
+  options.access_log = config.access_log;
+  return options;
+}
+
+GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
+  GrpcServerOptions options;
+  options.max_receive_bytes = config.grpc_max_receive_bytes;
+  options.keepalive_time = config.grpc_keepalive_time;
+  options.keepalive_timeout = config.grpc_keepalive_timeout;
+  options.keepalive_permit_without_calls = config.grpc_keepalive_permit_without_calls;
+  options.max_concurrent_streams = config.grpc_max_concurrent_streams;
+  return options;
+}
+
 // Waits for the end of the run: a signal (true) or an engine failure (false).
 bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine) {
   while (!watcher.WaitForSignal(kHealthPollInterval)) {
@@ -154,9 +177,9 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
       [&metrics](std::string_view method, absl::StatusCode code) {
         metrics.RecordGrpcRequest(method, code);
       },
-      RequestLimits{.max_logit_bias = config.max_logit_bias});
+      MakeServiceOptions(config));
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
-      GrpcServer::Start(config.host, config.port, service);
+      GrpcServer::Start(config.host, config.port, service, MakeGrpcServerOptions(config));
   if (!grpc_server.ok()) {
     LogLine(grpc_server.status().ToString());
     return 1;

@@ -3,21 +3,37 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/access_log.h"
 #include "server/log.h"
 #include "server/status_mapping.h"
 
 namespace loom {
 
 GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
-                                             const RpcRecorder& recorder, RequestParams params)
+                                             const RpcRecorder& recorder,
+                                             const ServiceOptions& options,
+                                             StreamWatchdog& watchdog, RequestParams params)
     : backend_(backend),
       recorder_(recorder),
+      options_(options),
       request_id_(params.request_id),
       coalescer_(params.request_id),
       sink_(std::make_shared<Sink>(this)) {
   absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
   if (handle.ok()) {
     handle_ = *handle;
+    watchdog.Watch([sink = std::weak_ptr<Sink>(sink_)](absl::Time now) {
+      const std::shared_ptr<Sink> locked = sink.lock();
+      GenerateStreamReactor* overflowed = nullptr;
+      const bool alive = locked != nullptr && locked->Visit([&](GenerateStreamReactor& reactor) {
+        if (reactor.CheckBuffer(now)) overflowed = &reactor;
+      });
+      if (overflowed != nullptr) {
+        overflowed->AbortOverflowed();
+        return false;
+      }
+      return alive;
+    });
     return;
   }
   LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
@@ -25,7 +41,7 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
     const std::lock_guard<std::mutex> lock(mu_);
     finish_called_ = true;
   }
-  FinishWith(handle.status());
+  FinishWith(handle.status(), Usage{});
 }
 
 void GenerateStreamReactor::OnOutput(RequestOutput output) {
@@ -59,6 +75,7 @@ GenerateStreamReactor::Action GenerateStreamReactor::NextAction() {
   }
   if (coalescer_.has_pending() && !write_failed_) {
     in_flight_ = *coalescer_.TakeNext();
+    in_flight_bytes_ = static_cast<int64_t>(in_flight_.ByteSizeLong());
     write_in_flight_ = true;
     return Action::kWrite;
   }
@@ -84,20 +101,63 @@ void GenerateStreamReactor::Perform(Action action) {
       return;
     case Action::kFinish: {
       absl::Status status;
+      Usage usage;
       {
         const std::lock_guard<std::mutex> lock(mu_);
         status = finish_status_;
+        usage = coalescer_.usage();
       }
-      FinishWith(status);
+      FinishWith(status, usage);
       return;
     }
   }
 }
 
-void GenerateStreamReactor::FinishWith(const absl::Status& status) {
+bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (finish_called_) {
+    return false;
+  }
+  const int64_t buffered = coalescer_.pending_bytes() + (write_in_flight_ ? in_flight_bytes_ : 0);
+  if (buffered <= options_.max_stream_buffer_bytes) {
+    over_since_.reset();
+    return false;
+  }
+  if (!over_since_.has_value()) {
+    over_since_ = now;
+    return false;
+  }
+  if (now - *over_since_ < options_.stream_buffer_grace) {
+    return false;
+  }
+  finish_called_ = true;
+  coalescer_.Clear();
+  finish_status_ = absl::ResourceExhaustedError(absl::StrCat(
+      "the stream's unsent output stayed over --max_stream_buffer_bytes=",
+      options_.max_stream_buffer_bytes,
+      " for --stream_buffer_grace=", absl::FormatDuration(options_.stream_buffer_grace),
+      " (the client is not reading); got ", buffered, " bytes"));
+  return true;
+}
+
+void GenerateStreamReactor::AbortOverflowed() {
+  absl::Status status;
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    status = finish_status_;
+  }
+  LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
+  if (handle_.has_value()) {
+    backend_.Abort(*handle_);
+  }
+  FinishWith(status, Usage{});
+}
+
+void GenerateStreamReactor::FinishWith(const absl::Status& status, const Usage& usage) {
   if (recorder_) {
     recorder_("GenerateStream", status.code());
   }
+  LogAccess(options_.access_log, request_id_, "GenerateStream", status, usage);
   Finish(ToGrpcStatus(status));
 }
 

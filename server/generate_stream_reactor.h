@@ -2,7 +2,10 @@
 // outputs. At most one write is in flight; outputs arriving meanwhile are
 // coalesced (StreamCoalescer) and OnWriteDone starts the next write, so the
 // engine thread never waits for a client. A cancelled call aborts the request
-// in the engine; the reactor frees itself in OnDone.
+// in the engine; the reactor frees itself in OnDone. A stream whose unsent
+// output stays over ServiceOptions::max_stream_buffer_bytes for the grace
+// period (checked by the StreamWatchdog) is aborted in the engine and ends with
+// RESOURCE_EXHAUSTED.
 #pragma once
 
 #include <memory>
@@ -16,14 +19,18 @@
 #include "server/generation_backend.h"
 #include "server/reactor_sink.h"
 #include "server/rpc_recorder.h"
+#include "server/service_options.h"
 #include "server/stream_coalescer.h"
+#include "server/stream_watchdog.h"
 
 namespace loom {
 
 class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
  public:
   // Submits params to backend; on a submit error the call finishes at once.
+  // options and watchdog must outlive the call.
   GenerateStreamReactor(GenerationBackend& backend, const RpcRecorder& recorder,
+                        const ServiceOptions& options, StreamWatchdog& watchdog,
                         RequestParams params);
 
   void OnWriteDone(bool ok) override;
@@ -39,10 +46,18 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action);
   void OnOutput(RequestOutput output);
-  void FinishWith(const absl::Status& status);
+  // From the watchdog, under the sink's lock: true once the buffer has stayed
+  // over the cap for the grace period; the call is then marked finished and
+  // the caller must AbortOverflowed() after releasing the sink's lock (the
+  // backend may push the final output synchronously). The reactor stays alive
+  // until then: it cannot reach OnDone before Finish.
+  bool CheckBuffer(absl::Time now);
+  void AbortOverflowed();
+  void FinishWith(const absl::Status& status, const Usage& usage);
 
   GenerationBackend& backend_;
   const RpcRecorder& recorder_;
+  const ServiceOptions& options_;
   const std::string request_id_;
   std::optional<GenerationBackend::Handle> handle_;  // set before any callback can run
 
@@ -51,6 +66,9 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   // The message being written; untouched from StartWrite until OnWriteDone.
   v1::GenerateStreamResponse in_flight_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Since when the buffered output has been over the cap, as the watchdog saw.
+  std::optional<absl::Time> over_since_ ABSL_GUARDED_BY(mu_);
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status finish_status_ ABSL_GUARDED_BY(mu_);

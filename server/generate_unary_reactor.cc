@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/access_log.h"
 #include "server/log.h"
 #include "server/proto_convert.h"
 #include "server/status_mapping.h"
@@ -10,9 +11,11 @@
 namespace loom {
 
 GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const RpcRecorder& recorder,
-                                           RequestParams params, v1::GenerateResponse* response)
+                                           const ServiceOptions& options, RequestParams params,
+                                           v1::GenerateResponse* response)
     : backend_(backend),
       recorder_(recorder),
+      options_(options),
       request_id_(params.request_id),
       response_(response),
       sink_(std::make_shared<Sink>(this)) {
@@ -33,7 +36,7 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
     const std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
   }
-  FinishWith(handle.status());
+  FinishWith(handle.status(), Usage{});
 }
 
 void GenerateUnaryReactor::OnOutput(RequestOutput output) {
@@ -70,13 +73,14 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
   if (!status.ok()) {
     LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
   }
-  FinishWith(status);
+  FinishWith(status, output.usage);
 }
 
-void GenerateUnaryReactor::FinishWith(const absl::Status& status) {
+void GenerateUnaryReactor::FinishWith(const absl::Status& status, const Usage& usage) {
   if (recorder_) {
     recorder_("Generate", status.code());
   }
+  LogAccess(options_.access_log, request_id_, "Generate", status, usage);
   Finish(ToGrpcStatus(status));
 }
 

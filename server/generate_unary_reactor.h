@@ -15,6 +15,7 @@
 #include "server/generation_backend.h"
 #include "server/reactor_sink.h"
 #include "server/rpc_recorder.h"
+#include "server/service_options.h"
 
 namespace loom {
 
@@ -22,7 +23,8 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
  public:
   // response belongs to gRPC and outlives the call.
   GenerateUnaryReactor(GenerationBackend& backend, const RpcRecorder& recorder,
-                       RequestParams params, v1::GenerateResponse* response);
+                       const ServiceOptions& options, RequestParams params,
+                       v1::GenerateResponse* response);
 
   void OnCancel() override;
   void OnDone() override;
@@ -31,10 +33,11 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
   using Sink = ReactorSink<GenerateUnaryReactor>;
   friend Sink;
   void OnOutput(RequestOutput output);
-  void FinishWith(const absl::Status& status);
+  void FinishWith(const absl::Status& status, const Usage& usage);
 
   GenerationBackend& backend_;
   const RpcRecorder& recorder_;
+  const ServiceOptions& options_;
   const std::string request_id_;
   std::optional<GenerationBackend::Handle> handle_;
   std::mutex mu_;

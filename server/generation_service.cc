@@ -1,10 +1,12 @@
 #include "server/generation_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/access_log.h"
 #include "server/generate_stream_reactor.h"
 #include "server/generate_unary_reactor.h"
 #include "server/log.h"
@@ -29,11 +31,22 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// How often each stream's buffered output is looked at: a few times per grace
+// period, at most every 100 ms.
+absl::Duration WatchInterval(absl::Duration grace) {
+  return std::clamp(grace / 4, absl::Milliseconds(5), absl::Milliseconds(100));
+}
+
 }  // namespace
 
 GenerationService::GenerationService(const ModelFrontend& model, GenerationBackend& backend,
-                                     RpcRecorder recorder, RequestLimits limits)
-    : model_(model), backend_(backend), recorder_(std::move(recorder)), builder_(model, limits) {}
+                                     RpcRecorder recorder, const ServiceOptions& options)
+    : model_(model),
+      backend_(backend),
+      recorder_(std::move(recorder)),
+      options_(options),
+      builder_(model, options.limits),
+      watchdog_(WatchInterval(options.stream_buffer_grace)) {}
 
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
                                                          std::string_view method,
@@ -71,9 +84,10 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
                                                       v1::GenerateResponse* response) {
   absl::StatusOr<RequestParams> params = Prepare(*context, *request);
   if (!params.ok()) {
+    LogAccess(options_.access_log, request->request_id(), "Generate", params.status(), Usage{});
     return FinishUnary(context, "Generate", params.status());
   }
-  return new GenerateUnaryReactor(backend_, recorder_, *std::move(params), response);
+  return new GenerateUnaryReactor(backend_, recorder_, options_, *std::move(params), response);
 }
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::GenerateStream(
@@ -83,9 +97,11 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
     if (recorder_) {
       recorder_("GenerateStream", params.status().code());
     }
+    LogAccess(options_.access_log, request->request_id(), "GenerateStream", params.status(),
+              Usage{});
     return new FailedStreamReactor(params.status());
   }
-  return new GenerateStreamReactor(backend_, recorder_, *std::move(params));
+  return new GenerateStreamReactor(backend_, recorder_, options_, watchdog_, *std::move(params));
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,

@@ -11,6 +11,8 @@
 #include "server/model_frontend.h"
 #include "server/request_builder.h"
 #include "server/rpc_recorder.h"
+#include "server/service_options.h"
+#include "server/stream_watchdog.h"
 
 namespace loom {
 
@@ -19,7 +21,7 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // model and backend must outlive the service; recorder, when set, sees the
   // outcome of every call.
   GenerationService(const ModelFrontend& model, GenerationBackend& backend,
-                    RpcRecorder recorder = nullptr, RequestLimits limits = {});
+                    RpcRecorder recorder = nullptr, const ServiceOptions& options = {});
 
   // From now on new calls get UNAVAILABLE; calls in flight carry on.
   void StopAccepting() { accepting_.store(false, std::memory_order_release); }
@@ -48,7 +50,9 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   const ModelFrontend& model_;
   GenerationBackend& backend_;
   RpcRecorder recorder_;
+  const ServiceOptions options_;
   RequestBuilder builder_;
+  StreamWatchdog watchdog_;
   std::atomic<bool> accepting_{true};
 };
 

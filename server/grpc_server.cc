@@ -1,5 +1,6 @@
 #include "server/grpc_server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,12 +10,31 @@
 #include "grpcpp/server_builder.h"
 
 namespace loom {
+namespace {
+
+int ToMillis(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
+
+void ApplyOptions(const GrpcServerOptions& options, grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ToMillis(options.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ToMillis(options.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                             options.keepalive_permit_without_calls ? 1 : 0);
+  // Clients may ping as often as the server does without being dropped.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ToMillis(std::min(options.keepalive_time, absl::Seconds(10))));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& host, int port,
-                                                              GenerationService& service) {
+                                                              GenerationService& service,
+                                                              const GrpcServerOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  ApplyOptions(options, builder);
   // IPv6 literals need brackets in a gRPC target.
   const std::string address = host.find(':') != std::string::npos
                                   ? absl::StrCat("[", host, "]:", port)

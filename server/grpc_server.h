@@ -4,6 +4,7 @@
 // DESIGN.md says (SERVING when ready, NOT_SERVING on drain or failure).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,12 +17,27 @@ namespace loom {
 
 inline constexpr char kGenerationServiceName[] = "loom.v1.GenerationService";
 
+// The listener's transport settings (docs/api.md), all set explicitly rather
+// than left to gRPC's defaults.
+struct GrpcServerOptions {
+  // A larger request message fails with RESOURCE_EXHAUSTED naming the limit.
+  int32_t max_receive_bytes = 16 << 20;
+  // Pings an idle connection this often and drops it when the ack takes
+  // longer than keepalive_timeout; clients may ping without calls in flight.
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  bool keepalive_permit_without_calls = true;
+  // HTTP/2 streams (calls) one connection may have open at once.
+  int32_t max_concurrent_streams = 1024;
+};
+
 class GrpcServer {
  public:
   // Binds host:port (port 0 picks a free one) and starts serving. service must
   // outlive the server.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const std::string& host, int port,
-                                                           GenerationService& service);
+                                                           GenerationService& service,
+                                                           const GrpcServerOptions& options = {});
   ~GrpcServer();  // Shutdown(now)
 
   GrpcServer(const GrpcServer&) = delete;

@@ -1,20 +1,109 @@
 #include "server/log.h"
 
-#include <cstdio>
-#include <string>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "absl/time/time.h"
 
 namespace loom {
+namespace {
 
-void LogLine(absl::string_view message) {
-  const std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ ", absl::Now(), absl::UTCTimeZone()), message, "\n");
-  // One fwrite per line: stdio locks the stream for the call, so lines stay whole.
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
+// Writes all of text to fd unless it is closed or broken.
+void WriteAll(int fd, absl::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return;
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
 }
+
+}  // namespace
+
+AsyncLogger::AsyncLogger(int fd, size_t max_queued_bytes)
+    : fd_(fd), max_queued_bytes_(max_queued_bytes), writer_([this] { Run(); }) {}
+
+AsyncLogger::~AsyncLogger() {
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  writer_.join();
+}
+
+void AsyncLogger::Log(absl::string_view message) {
+  std::string line = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ ", absl::Now(), absl::UTCTimeZone()), message, "\n");
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (queued_bytes_ + line.size() > max_queued_bytes_) {
+      ++dropped_;
+      return;
+    }
+    queued_bytes_ += line.size();
+    queue_.push_back(std::move(line));
+  }
+  changed_.notify_all();
+}
+
+void AsyncLogger::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) {
+      return;  // stopping, and everything is written
+    }
+    // Everything queued so far goes out in one write, outside the lock.
+    std::string batch;
+    const size_t lines = queue_.size();
+    for (const std::string& line : queue_) {
+      batch += line;
+    }
+    queue_.clear();
+    writing_ = true;
+    lock.unlock();
+    WriteAll(fd_, batch);
+    lock.lock();
+    writing_ = false;
+    queued_bytes_ -= batch.size();
+    written_ += lines;
+    changed_.notify_all();
+  }
+}
+
+bool AsyncLogger::Flush(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                           [this] { return queue_.empty() && !writing_; });
+}
+
+uint64_t AsyncLogger::dropped() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+uint64_t AsyncLogger::written() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return written_;
+}
+
+AsyncLogger& ProcessLogger() {
+  static AsyncLogger* const logger = new AsyncLogger(STDERR_FILENO, kLogQueueBytes);
+  return *logger;
+}
+
+void LogLine(absl::string_view message) { ProcessLogger().Log(message); }
+
+uint64_t LogMessagesDropped() { return ProcessLogger().dropped(); }
+
+void FlushLog(absl::Duration timeout) { ProcessLogger().Flush(timeout); }
 
 }  // namespace loom

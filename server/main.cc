@@ -49,7 +49,64 @@ ABSL_FLAG(std::string, served_model_name, "",
           "Model name reported to clients (default: the "
           "model's).");
 
-int main(int argc, char** argv) {
+ABSL_FLAG(int32_t, max_stop_token_ids, 128,
+          "Most stopping.stop_token_ids entries a request may have.");
+ABSL_FLAG(int32_t, max_cache_salt_bytes, 256, "Longest cache_salt a request may have, in bytes.");
+ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20,
+          "Longest prompt text (or all chat messages together) a request may have, in bytes.");
+ABSL_FLAG(int32_t, max_prompt_tokens, 1 << 20,
+          "Most prompt_token_ids entries a request may have (prompts must also fit max_model_len "
+          "unless truncated).");
+ABSL_FLAG(int32_t, grpc_max_receive_bytes, 16 << 20,
+          "Largest gRPC request message; larger ones get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, grpc_keepalive_time, "60s", "How often loomd pings an idle connection.");
+ABSL_FLAG(std::string, grpc_keepalive_timeout, "20s",
+          "A connection whose ping is unanswered this long is closed.");
+ABSL_FLAG(bool, grpc_keepalive_permit_without_calls, true,
+          "Keepalive pings also on connections without calls in flight.");
+ABSL_FLAG(int32_t, grpc_max_concurrent_streams, 1024,
+          "Calls one gRPC connection may have open (the default fills --max_queued_requests).");
+ABSL_FLAG(int64_t, max_stream_buffer_bytes, 4 << 20,
+          "Unsent output a GenerateStream call may hold for a client that does not read.");
+ABSL_FLAG(std::string, stream_buffer_grace, "10s",
+          "A stream over --max_stream_buffer_bytes this long is aborted (RESOURCE_EXHAUSTED).");
+ABSL_FLAG(bool, access_log, true, "Log one line per finished Generate/GenerateStream call.");
+
+namespace {
+
+// Duration flags are strings (see --drain_timeout); false and a logged
+// message when one does not parse.
+bool ParseDurationFlag(const char* name, const std::string& text, absl::Duration* out) {
+  if (absl::ParseDuration(text, out)) {
+    return true;
+  }
+  loom::LogLine(absl::StrCat("invalid flags: --", name, " must be a duration such as 30s; got \"",
+                             text, "\""));
+  return false;
+}
+
+// The limit flags of docs/api.md; false when a duration does not parse.
+bool ReadLimitFlags(loom::ServerConfig& config) {
+  config.max_stop_token_ids = absl::GetFlag(FLAGS_max_stop_token_ids);
+  config.max_cache_salt_bytes = absl::GetFlag(FLAGS_max_cache_salt_bytes);
+  config.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  config.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  config.grpc_max_receive_bytes = absl::GetFlag(FLAGS_grpc_max_receive_bytes);
+  config.grpc_keepalive_permit_without_calls =
+      absl::GetFlag(FLAGS_grpc_keepalive_permit_without_calls);
+  config.grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  config.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
+  config.access_log = absl::GetFlag(FLAGS_access_log);
+  return ParseDurationFlag("grpc_keepalive_time", absl::GetFlag(FLAGS_grpc_keepalive_time),
+                           &config.grpc_keepalive_time) &&
+         ParseDurationFlag("grpc_keepalive_timeout", absl::GetFlag(FLAGS_grpc_keepalive_timeout),
+                           &config.grpc_keepalive_timeout) &&
+         ParseDurationFlag("stream_buffer_grace", absl::GetFlag(FLAGS_stream_buffer_grace),
+                           &config.stream_buffer_grace);
+}
+
+// Runs the daemon; every exit path lets the log reach stderr first.
+int Run(int argc, char** argv) {
   // Before any thread exists, so that only the watcher thread takes them.
   loom::SignalWatcher::BlockSignals();
   absl::SetProgramUsageMessage("Serves a Llama-family model over gRPC. See README.md.");
@@ -79,11 +136,9 @@ int main(int argc, char** argv) {
   config.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   config.scheduling_policy = absl::GetFlag(FLAGS_scheduling_policy);
   config.admission = absl::GetFlag(FLAGS_admission);
-  if (!absl::ParseDuration(absl::GetFlag(FLAGS_drain_timeout), &config.drain_timeout)) {
-    loom::LogLine(
-        absl::StrCat("invalid flags: --drain_timeout must be a duration such as 30s; "
-                     "got \"",
-                     absl::GetFlag(FLAGS_drain_timeout), "\""));
+  if (!ParseDurationFlag("drain_timeout", absl::GetFlag(FLAGS_drain_timeout),
+                         &config.drain_timeout) ||
+      !ReadLimitFlags(config)) {
     return 2;
   }
   config.threads = absl::GetFlag(FLAGS_threads);
@@ -94,4 +149,12 @@ int main(int argc, char** argv) {
   }
   loom::SignalWatcher watcher;
   return loom::RunDaemon(config, watcher);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = Run(argc, argv);
+  loom::FlushLog();
+  return code;
 }

@@ -6,6 +6,7 @@
 
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
+#include "server/log.h"
 
 namespace loom {
 namespace {
@@ -54,6 +55,9 @@ const Histogram::BucketBoundaries& MetricsRegistry::LatencyBuckets() {
 MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineStats()> snapshot)
     : engine_(std::move(snapshot)) {
   prometheus::Registry& registry = *registry_;
+  AddCallbackCounter("loom_log_messages_dropped_total",
+                     "Log lines dropped because the log queue was full.",
+                     [] { return static_cast<double>(LogMessagesDropped()); });
   auto& requests = BuildCounter()
                        .Name("loom_requests_total")
                        .Help("Requests finished, by how they ended.")
@@ -137,8 +141,19 @@ void MetricsRegistry::RecordGrpcRequest(std::string_view method, absl::StatusCod
       .Increment();
 }
 
+void MetricsRegistry::AddCallbackCounter(std::string name, std::string help,
+                                         std::function<double()> value) {
+  callback_counters_.push_back({std::move(name), std::move(help), std::move(value)});
+}
+
 std::vector<prometheus::MetricFamily> MetricsRegistry::Collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (const CallbackCounter& counter : callback_counters_) {
+    prometheus::ClientMetric metric;
+    metric.counter.value = counter.value();
+    families.push_back(prometheus::MetricFamily{
+        counter.name, counter.help, prometheus::MetricType::Counter, {metric}});
+  }
   for (const prometheus::Collectable* collectable :
        {static_cast<const prometheus::Collectable*>(&engine_),
         static_cast<const prometheus::Collectable*>(&process_)}) {

@@ -49,6 +49,10 @@ class MetricsRegistry : public EngineObserver {
   // (gRPC and absl share the numbering and the names).
   void RecordGrpcRequest(std::string_view method, absl::StatusCode code);
 
+  // A counter whose value value() reads at scrape time (for counts kept
+  // elsewhere, e.g. loom_log_messages_dropped_total). Call before serving.
+  void AddCallbackCounter(std::string name, std::string help, std::function<double()> value);
+
   // Every metric family, in the text exposition format that /metrics serves.
   [[nodiscard]] std::string Scrape() const;
   [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const;
@@ -74,6 +78,12 @@ class MetricsRegistry : public EngineObserver {
   prometheus::Histogram* batch_size_ = nullptr;
   prometheus::Histogram* batch_tokens_ = nullptr;
   prometheus::Family<prometheus::Counter>* grpc_requests_ = nullptr;
+  struct CallbackCounter {
+    std::string name;
+    std::string help;
+    std::function<double()> value;
+  };
+  std::vector<CallbackCounter> callback_counters_;
 };
 
 }  // namespace loom

@@ -24,6 +24,18 @@ class ReactorSink final : public OutputSink {
     }
   }
 
+  // Runs f(reactor) under the sink's lock unless the reactor is gone; false
+  // when it is.
+  template <typename F>
+  bool Visit(F f) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (reactor_ == nullptr) {
+      return false;
+    }
+    f(*reactor_);
+    return true;
+  }
+
   void Detach() {
     const std::lock_guard<std::mutex> lock(mu_);
     reactor_ = nullptr;

@@ -51,7 +51,7 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::PromptIds(
 
 absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
     const v1::TokenizeRequest& request) const {
-  if (absl::Status st = ValidateTokenizeRequest(request); !st.ok()) {
+  if (absl::Status st = ValidateTokenizeRequest(request, limits_); !st.ok()) {
     return st;
   }
   const bool is_chat = request.has_messages();

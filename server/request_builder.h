@@ -23,7 +23,7 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 
 class RequestBuilder {
  public:
-  explicit RequestBuilder(const ModelFrontend& model, RequestLimits limits = {})
+  explicit RequestBuilder(const ModelFrontend& model, const RequestLimits& limits = {})
       : model_(model), limits_(limits) {}
 
   // Validates every field (request_validator.h) and builds the params; the
@@ -42,7 +42,7 @@ class RequestBuilder {
   uint64_t NewSeed();
 
   const ModelFrontend& model_;
-  RequestLimits limits_;
+  const RequestLimits limits_;
   std::mutex mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 };

@@ -27,6 +27,15 @@ absl::Status CheckTokenId(int32_t id, int32_t vocab_size, absl::string_view fiel
   return OutOfRange(field, absl::StrCat("a token id in [0, ", vocab_size, ")"), absl::StrCat(id));
 }
 
+absl::Status CheckSize(absl::string_view field, int64_t count, int64_t limit,
+                       absl::string_view unit) {
+  if (count <= limit) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must have at most ", limit, " ", unit, "; got ", count, " ", unit));
+}
+
 absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
                               const RequestLimits& limits) {
   if (s.has_temperature()) {
@@ -64,11 +73,10 @@ absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
   if (s.has_n() && !(1 <= s.n() && s.n() <= kMaxSamples)) {
     return OutOfRange("sampling.n", absl::StrCat("in [1, ", kMaxSamples, "]"), absl::StrCat(s.n()));
   }
-  if (s.logit_bias_size() > limits.max_logit_bias) {
-    return OutOfRange(
-        "sampling.logit_bias",
-        absl::StrCat("at most ", limits.max_logit_bias, " entries (--max_logit_bias)"),
-        absl::StrCat(s.logit_bias_size(), " entries"));
+  if (absl::Status st =
+          CheckSize("sampling.logit_bias", s.logit_bias_size(), limits.max_logit_bias, "entries");
+      !st.ok()) {
+    return st;
   }
   for (const auto& [id, bias] : s.logit_bias()) {
     if (absl::Status st = CheckTokenId(id, vocab_size, "sampling.logit_bias key"); !st.ok()) {
@@ -83,7 +91,10 @@ absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
   return absl::OkStatus();
 }
 
-absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size) {
+// A repeated or string field of count items (entries or bytes) against its limit.
+
+absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size,
+                              const RequestLimits& limits) {
   if (s.has_max_tokens() && s.max_tokens() == 0) {
     return OutOfRange("stopping.max_tokens", ">= 1", "0");
   }
@@ -104,6 +115,11 @@ absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size)
                         absl::StrCat(size, " bytes"));
     }
   }
+  if (absl::Status st = CheckSize("stopping.stop_token_ids", s.stop_token_ids_size(),
+                                  limits.max_stop_token_ids, "entries");
+      !st.ok()) {
+    return st;
+  }
   for (int i = 0; i < s.stop_token_ids_size(); ++i) {
     if (absl::Status st = CheckTokenId(s.stop_token_ids(i), vocab_size,
                                        absl::StrCat("stopping.stop_token_ids[", i, "]"));
@@ -114,17 +130,24 @@ absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size)
   return absl::OkStatus();
 }
 
-absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_size) {
+absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_size,
+                           const RequestLimits& limits) {
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt:
       if (request.prompt().empty()) {
         return absl::InvalidArgumentError("prompt must not be empty");
       }
-      return absl::OkStatus();
+      return CheckSize("prompt", static_cast<int64_t>(request.prompt().size()),
+                       limits.max_prompt_bytes, "bytes");
     case v1::GenerateRequest::kPromptTokenIds: {
       const auto& ids = request.prompt_token_ids().ids();
       if (ids.empty()) {
         return absl::InvalidArgumentError("prompt_token_ids.ids must not be empty");
+      }
+      if (absl::Status st =
+              CheckSize("prompt_token_ids.ids", ids.size(), limits.max_prompt_tokens, "entries");
+          !st.ok()) {
+        return st;
       }
       for (int i = 0; i < ids.size(); ++i) {
         if (absl::Status st =
@@ -136,7 +159,7 @@ absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_siz
       return absl::OkStatus();
     }
     case v1::GenerateRequest::kMessages:
-      return ValidateChatMessages(request.messages(), "messages");
+      return ValidateChatMessages(request.messages(), "messages", limits.max_prompt_bytes);
     case v1::GenerateRequest::INPUT_NOT_SET:
       break;
   }
@@ -146,18 +169,22 @@ absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_siz
 
 }  // namespace
 
-absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field) {
+absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field,
+                                  int64_t max_bytes) {
   if (messages.messages().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".messages must not be empty"));
   }
+  int64_t bytes = 0;
   for (int i = 0; i < messages.messages_size(); ++i) {
     const std::string& role = messages.messages(i).role();
     if (role != "system" && role != "user" && role != "assistant") {
       return OutOfRange(absl::StrCat(field, ".messages[", i, "].role"),
                         "one of system, user, assistant", absl::StrCat("\"", role, "\""));
     }
+    bytes += static_cast<int64_t>(role.size() + messages.messages(i).content().size());
   }
-  return absl::OkStatus();
+  return CheckSize(absl::StrCat(field, " (roles and contents together)"), bytes, max_bytes,
+                   "bytes");
 }
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
@@ -166,13 +193,22 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
     return OutOfRange("request_id", absl::StrCat("at most ", kMaxRequestIdLength, " characters"),
                       absl::StrCat(request.request_id().size(), " characters"));
   }
-  if (absl::Status st = ValidateInput(request, vocab_size); !st.ok()) {
+  if (absl::Status st = CheckSize("cache_salt", static_cast<int64_t>(request.cache_salt().size()),
+                                  limits.max_cache_salt_bytes, "bytes");
+      !st.ok()) {
+    return st;
+  }
+  if (!(kMinPriority <= request.priority() && request.priority() <= kMaxPriority)) {
+    return OutOfRange("priority", absl::StrCat("in [", kMinPriority, ", ", kMaxPriority, "]"),
+                      absl::StrCat(request.priority()));
+  }
+  if (absl::Status st = ValidateInput(request, vocab_size, limits); !st.ok()) {
     return st;
   }
   if (absl::Status st = ValidateSampling(request.sampling(), vocab_size, limits); !st.ok()) {
     return st;
   }
-  if (absl::Status st = ValidateStopping(request.stopping(), vocab_size); !st.ok()) {
+  if (absl::Status st = ValidateStopping(request.stopping(), vocab_size, limits); !st.ok()) {
     return st;
   }
   if (request.has_logprobs() && !(0 <= request.logprobs() && request.logprobs() <= kMaxLogprobs)) {
@@ -187,12 +223,14 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
   return absl::OkStatus();
 }
 
-absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request) {
+absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
+                                     const RequestLimits& limits) {
   switch (request.input_case()) {
     case v1::TokenizeRequest::kText:
-      return absl::OkStatus();
+      return CheckSize("text", static_cast<int64_t>(request.text().size()), limits.max_prompt_bytes,
+                       "bytes");
     case v1::TokenizeRequest::kMessages:
-      return ValidateChatMessages(request.messages(), "messages");
+      return ValidateChatMessages(request.messages(), "messages", limits.max_prompt_bytes);
     case v1::TokenizeRequest::INPUT_NOT_SET:
       break;
   }

@@ -17,18 +17,29 @@ inline constexpr int kMaxStopStringBytes = 256;
 inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxSamples = 16;
 inline constexpr int32_t kDefaultMaxLogitBias = 1024;
+// priority is bounded so that the scheduler's arithmetic on it cannot overflow.
+inline constexpr int32_t kMinPriority = -1'000'000;
+inline constexpr int32_t kMaxPriority = 1'000'000;
 
-// Limits set by flags (API.md §3).
+// The size limits an operator sets with flags (docs/api.md): every field that
+// could otherwise grow without bound has one.
 struct RequestLimits {
-  int32_t max_logit_bias = kDefaultMaxLogitBias;  // --max_logit_bias: entries per request
+  int32_t max_logit_bias = kDefaultMaxLogitBias;  // sampling.logit_bias entries
+  int32_t max_stop_token_ids = 128;              // stopping.stop_token_ids entries
+  int32_t max_cache_salt_bytes = 256;            // cache_salt
+  int64_t max_prompt_bytes = int64_t{1} << 20;   // prompt text, or all messages together
+  int32_t max_prompt_tokens = int32_t{1} << 20;  // prompt_token_ids.ids entries
 };
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
                                      const RequestLimits& limits = {});
 
-absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request);
+absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
+                                     const RequestLimits& limits = {});
 
-// Shared by both requests: a non-empty list of system/user/assistant turns.
-absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field);
+// Shared by both requests: a non-empty list of system/user/assistant turns
+// whose roles and contents together are at most max_bytes long.
+absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field,
+                                  int64_t max_bytes);
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 #include "server/server_config.h"
 
 #include <initializer_list>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,46 @@ std::string ExpandHome(absl::string_view path, absl::string_view home) {
     return absl::StrCat(home, path.substr(1));
   }
   return {path.data(), path.size()};
+}
+
+absl::Status CheckAtLeast(absl::string_view flag, int64_t value, int64_t min) {
+  if (value >= min) {
+    return absl::OkStatus();
+  }
+  return Invalid(flag, absl::StrCat(">= ", min), absl::StrCat(value));
+}
+
+absl::Status CheckPositive(absl::string_view flag, absl::Duration value) {
+  if (value > absl::ZeroDuration()) {
+    return absl::OkStatus();
+  }
+  return Invalid(flag, "> 0s", absl::FormatDuration(value));
+}
+
+absl::Status ValidateLimits(const ServerConfig& c) {
+  const std::pair<absl::string_view, int64_t> at_least_one[] = {
+      {"max_stop_token_ids", c.max_stop_token_ids},
+      {"max_cache_salt_bytes", c.max_cache_salt_bytes},
+      {"max_prompt_bytes", c.max_prompt_bytes},
+      {"max_prompt_tokens", c.max_prompt_tokens},
+      {"grpc_max_receive_bytes", c.grpc_max_receive_bytes},
+      {"grpc_max_concurrent_streams", c.grpc_max_concurrent_streams},
+      {"max_stream_buffer_bytes", c.max_stream_buffer_bytes}};
+  for (const auto& [flag, value] : at_least_one) {
+    if (absl::Status st = CheckAtLeast(flag, value, 1); !st.ok()) {
+      return st;
+    }
+  }
+  const std::pair<absl::string_view, absl::Duration> positive[] = {
+      {"grpc_keepalive_time", c.grpc_keepalive_time},
+      {"grpc_keepalive_timeout", c.grpc_keepalive_timeout},
+      {"stream_buffer_grace", c.stream_buffer_grace}};
+  for (const auto& [flag, value] : positive) {
+    if (absl::Status st = CheckPositive(flag, value); !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -110,7 +151,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.threads < 0) {
     return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
   }
-  return absl::OkStatus();
+  return ValidateLimits(c);
 }
 
 std::string ResolveModelPath(absl::string_view flag_value, absl::string_view env_value,

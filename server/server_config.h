@@ -36,6 +36,20 @@ struct ServerConfig {
   absl::Duration drain_timeout = absl::Seconds(30);
   int32_t threads = 0;            // 0: all cores
   std::string served_model_name;  // empty: from the model
+  // Request field limits (request_validator.h, RequestLimits).
+  int32_t max_stop_token_ids = 128;
+  int32_t max_cache_salt_bytes = 256;
+  int64_t max_prompt_bytes = int64_t{1} << 20;
+  int32_t max_prompt_tokens = int32_t{1} << 20;
+  // Transport and per-stream limits (GrpcServerOptions, ServiceOptions).
+  int32_t grpc_max_receive_bytes = 16 << 20;
+  absl::Duration grpc_keepalive_time = absl::Seconds(60);
+  absl::Duration grpc_keepalive_timeout = absl::Seconds(20);
+  bool grpc_keepalive_permit_without_calls = true;
+  int32_t grpc_max_concurrent_streams = 1024;
+  int64_t max_stream_buffer_bytes = int64_t{4} << 20;
+  absl::Duration stream_buffer_grace = absl::Seconds(10);
+  bool access_log = true;
 };
 
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.

@@ -21,6 +21,20 @@ void AppendDelta(const SampleDelta& delta, v1::GenerateStreamResponse& message) 
   }
 }
 
+namespace {
+
+// About what a delta adds to a message on the wire (varints at their widest).
+int64_t DeltaBytes(const SampleDelta& delta) {
+  int64_t bytes = static_cast<int64_t>(delta.text.size() + delta.stop_reason.size()) +
+                  5 * static_cast<int64_t>(delta.token_ids.size());
+  for (const TokenLogprobs& logprob : delta.logprobs) {
+    bytes += 12 + 12 * static_cast<int64_t>(logprob.top.size());
+  }
+  return bytes;
+}
+
+}  // namespace
+
 v1::GenerateStreamResponse& StreamCoalescer::PendingFor(uint32_t index) {
   // A sample's newest pending message takes more deltas until it carries a
   // finish reason; messages already handed out are no longer in pending_.
@@ -47,6 +61,7 @@ void StreamCoalescer::Add(RequestOutput output) {
         delta.token_ids.empty() && delta.text.empty() && delta.finish_reason == FinishReason::kNone;
     if (!empty) {
       AppendDelta(delta, PendingFor(delta.index));
+      pending_bytes_ += DeltaBytes(delta);
     }
   }
   if (!output.finished) {
@@ -54,6 +69,7 @@ void StreamCoalescer::Add(RequestOutput output) {
   }
   finished_ = true;
   final_status_ = std::move(output.status);
+  usage_ = output.usage;
   if (!final_status_.ok()) {
     return;
   }
@@ -70,7 +86,16 @@ std::optional<v1::GenerateStreamResponse> StreamCoalescer::TakeNext() {
   }
   v1::GenerateStreamResponse next = std::move(pending_.front());
   pending_.pop_front();
+  pending_bytes_ = 0;
+  for (const v1::GenerateStreamResponse& message : pending_) {
+    pending_bytes_ += static_cast<int64_t>(message.ByteSizeLong());
+  }
   return next;
+}
+
+void StreamCoalescer::Clear() {
+  pending_.clear();
+  pending_bytes_ = 0;
 }
 
 }  // namespace loom

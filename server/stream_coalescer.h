@@ -4,6 +4,7 @@
 // memory proportional to its backlog of text, never a blocked engine.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
@@ -26,18 +27,27 @@ class StreamCoalescer {
   std::optional<v1::GenerateStreamResponse> TakeNext();
 
   bool has_pending() const { return !pending_.empty(); }
+  // Bytes of output waiting to be written: counted as it arrives, and
+  // measured exactly on what is left whenever a message is taken.
+  int64_t pending_bytes() const { return pending_bytes_; }
+  // Drops everything pending (the stream is being abandoned).
+  void Clear();
   // True once the engine's final output has been added.
   bool finished() const { return finished_; }
   // How the request ended; meaningful once finished().
   const absl::Status& final_status() const { return final_status_; }
+  // The request's usage; meaningful once finished().
+  const Usage& usage() const { return usage_; }
 
  private:
   v1::GenerateStreamResponse& PendingFor(uint32_t index);
 
   std::string request_id_;
   std::deque<v1::GenerateStreamResponse> pending_;
+  int64_t pending_bytes_ = 0;
   bool finished_ = false;
   absl::Status final_status_;
+  Usage usage_;
 };
 
 // Copies a delta's fields into a message, appending to what it already holds.

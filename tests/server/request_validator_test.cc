@@ -172,8 +172,66 @@ TEST(RequestValidatorTest, LogitBiasEntriesAreLimitedByMaxLogitBias) {
   const absl::Status status = ValidateGenerateRequest(r, kVocab, {.max_logit_bias = 4});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "sampling.logit_bias must be at most 4 entries (--max_logit_bias); got 5 entries");
+            "sampling.logit_bias must have at most 4 entries; got 5 entries");
   EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());  // default limit: kDefaultMaxLogitBias
+}
+
+TEST(RequestValidatorTest, RejectsFieldsOverTheirLimits) {
+  RequestLimits limits;
+  limits.max_stop_token_ids = 3;
+  limits.max_cache_salt_bytes = 8;
+  limits.max_prompt_bytes = 10;
+  limits.max_prompt_tokens = 4;
+  const auto expect = [&limits](const v1::GenerateRequest& r, const std::string& message) {
+    const absl::Status status = ValidateGenerateRequest(r, kVocab, limits);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(message));
+  };
+
+  v1::GenerateRequest r = Valid();
+  for (int i = 0; i < 3; ++i) r.mutable_stopping()->add_stop_token_ids(i);
+  r.set_cache_salt(std::string(8, 's'));
+  r.set_prompt(std::string(10, 'p'));
+  r.set_priority(kMaxPriority);
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab, limits).ok());
+
+  r.mutable_stopping()->add_stop_token_ids(3);
+  expect(r, "stopping.stop_token_ids must have at most 3 entries; got 4 entries");
+  r.mutable_stopping()->mutable_stop_token_ids()->RemoveLast();
+
+  r.set_cache_salt(std::string(9, 's'));
+  expect(r, "cache_salt must have at most 8 bytes; got 9 bytes");
+  r.set_cache_salt("");
+
+  r.set_prompt(std::string(11, 'p'));
+  expect(r, "prompt must have at most 10 bytes; got 11 bytes");
+
+  auto* m = r.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content("1234567");
+  expect(r, "messages (roles and contents together) must have at most 10 bytes; got 11 bytes");
+  m->set_content("123456");
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab, limits).ok());
+
+  for (int i = 0; i < 5; ++i) r.mutable_prompt_token_ids()->add_ids(i);
+  expect(r, "prompt_token_ids.ids must have at most 4 entries; got 5 entries");
+  r.mutable_prompt_token_ids()->mutable_ids()->RemoveLast();
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab, limits).ok());
+
+  r.set_priority(kMaxPriority + 1);
+  expect(r, "priority must be in [-1000000, 1000000]; got 1000001");
+  r.set_priority(kMinPriority - 1);
+  expect(r, "priority must be in [-1000000, 1000000]; got -1000001");
+}
+
+TEST(RequestValidatorTest, DefaultLimitsAcceptTheirMaximumAndRejectOneMore) {
+  const RequestLimits limits;
+  v1::GenerateRequest r = Valid();
+  for (int i = 0; i < limits.max_stop_token_ids; ++i) r.mutable_stopping()->add_stop_token_ids(1);
+  r.set_cache_salt(std::string(limits.max_cache_salt_bytes, 's'));
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
+  r.mutable_stopping()->add_stop_token_ids(1);
+  EXPECT_EQ(ValidateGenerateRequest(r, kVocab).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RequestValidatorTest, TokenizeRequest) {

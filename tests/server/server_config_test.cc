@@ -108,6 +108,24 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   ExpectInvalid(c, "threads must be >= 0 (0 = all cores); got -2");
 }
 
+TEST(ServerConfigTest, RejectsNonPositiveLimits) {
+  ServerConfig c = Valid();
+  c.max_stop_token_ids = 0;
+  EXPECT_EQ(ValidateServerConfig(c).message(), "max_stop_token_ids must be >= 1; got 0");
+  c = Valid();
+  c.grpc_max_receive_bytes = -1;
+  EXPECT_EQ(ValidateServerConfig(c).message(), "grpc_max_receive_bytes must be >= 1; got -1");
+  c = Valid();
+  c.max_stream_buffer_bytes = 0;
+  EXPECT_EQ(ValidateServerConfig(c).message(), "max_stream_buffer_bytes must be >= 1; got 0");
+  c = Valid();
+  c.stream_buffer_grace = absl::ZeroDuration();
+  EXPECT_EQ(ValidateServerConfig(c).message(), "stream_buffer_grace must be > 0s; got 0");
+  c = Valid();
+  c.grpc_keepalive_timeout = absl::Seconds(-1);
+  EXPECT_EQ(ValidateServerConfig(c).message(), "grpc_keepalive_timeout must be > 0s; got -1s");
+}
+
 TEST(ServerConfigTest, ModelPathPrefersFlagThenEnvThenDefault) {
   EXPECT_EQ(ResolveModelPath("/a.gguf", "/b.gguf", "~/c.gguf", "/home/u"), "/a.gguf");
   EXPECT_EQ(ResolveModelPath("", "/b.gguf", "~/c.gguf", "/home/u"), "/b.gguf");

@@ -64,6 +64,25 @@ TEST(StreamCoalescerTest, DeltasPilingUpDuringAWriteMergeIntoOneMessage) {
   EXPECT_FALSE(c.TakeNext().has_value());
 }
 
+TEST(StreamCoalescerTest, PendingBytesFollowTheBacklog) {
+  StreamCoalescer c("r1");
+  EXPECT_EQ(c.pending_bytes(), 0);
+  c.Add(Step(0, 1, std::string(100, 'a')));
+  const int64_t one = c.pending_bytes();
+  EXPECT_GE(one, 100);
+  c.Add(Step(0, 2, std::string(100, 'b')));
+  c.Add(Step(1, 3, std::string(50, 'c')));
+  EXPECT_EQ(c.pending_bytes(), 2 * one + (one - 50));
+  // Taking sample 0's message leaves sample 1's, measured exactly.
+  ASSERT_TRUE(c.TakeNext().has_value());
+  const int64_t rest = c.pending_bytes();
+  EXPECT_GE(rest, 50);
+  EXPECT_LT(rest, one);
+  c.Clear();
+  EXPECT_EQ(c.pending_bytes(), 0);
+  EXPECT_FALSE(c.has_pending());
+}
+
 TEST(StreamCoalescerTest, SamplesStaySeparate) {
   StreamCoalescer c("r");
   RequestOutput both;

@@ -1,0 +1,22 @@
+// The operator's settings for GenerationService (docs/api.md): request field
+// limits, the per-stream output buffer cap and the access log.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "server/request_validator.h"
+
+namespace loom {
+
+struct ServiceOptions {
+  RequestLimits limits;
+  // A stream whose unsent output stays above this many bytes for
+  // stream_buffer_grace is aborted with RESOURCE_EXHAUSTED.
+  int64_t max_stream_buffer_bytes = int64_t{4} << 20;
+  absl::Duration stream_buffer_grace = absl::Seconds(10);
+  // One line per finished Generate/GenerateStream call.
+  bool access_log = true;
+};
+
+}  // namespace loom
