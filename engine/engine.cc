@@ -179,13 +179,13 @@ EngineHeartbeat Engine::Heartbeat() const {
   heartbeat.last_progress = absl::FromUnixNanos(last_progress_ns_.load(std::memory_order_acquire));
   heartbeat.parked = parked_.load(std::memory_order_acquire);
   std::lock_guard lock(mu_);
-  heartbeat.work_pending = num_in_flight_ > 0;
+  heartbeat.num_in_flight = num_in_flight_;
   return heartbeat;
 }
 
 bool Engine::Stalled(absl::Duration timeout) const {
   const EngineHeartbeat heartbeat = Heartbeat();
-  if (heartbeat.parked || !heartbeat.work_pending) return false;
+  if (heartbeat.parked || heartbeat.num_in_flight == 0) return false;
   return clock_->Now() - heartbeat.last_progress > timeout;
 }
 

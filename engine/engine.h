@@ -52,7 +52,7 @@ struct EngineHeartbeat {
   uint64_t num_steps = 0;
   absl::Time last_progress = absl::InfinitePast();
   bool parked = true;         // blocked in its wait for work (or not running)
-  bool work_pending = false;  // a request is in flight
+  int64_t num_in_flight = 0;  // requests submitted and not yet given a final output
 };
 
 class Engine {

@@ -42,7 +42,9 @@ absl::Status TestFault::BeforeStep() {
                                             "=fail_at:", step_, ")"));
   }
   if (log_) log_(absl::StrCat("test fault: stalling step ", step_));
-  released_cv_.wait(lock, [this] { return released_; });
+  stalled_ = true;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return released_; });
   return absl::OkStatus();
 }
 
@@ -51,7 +53,12 @@ void TestFault::Release() {
     std::lock_guard lock(mu_);
     released_ = true;
   }
-  released_cv_.notify_all();
+  cv_.notify_all();
+}
+
+bool TestFault::WaitUntilStalled(absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return stalled_; });
 }
 
 absl::StatusOr<StepResult> FaultInjectingExecutor::Execute(const StepPlan& plan) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "model/executor.h"
 
 namespace loom {
@@ -42,6 +43,8 @@ class TestFault {
   absl::Status BeforeStep();
   // Thread-safe. Ends a stall in progress and disarms one not reached yet.
   void Release();
+  // Thread-safe. True once step N has started stalling; false after timeout.
+  bool WaitUntilStalled(absl::Duration timeout);
 
   [[nodiscard]] Kind kind() const { return kind_; }
   [[nodiscard]] int64_t step() const { return step_; }
@@ -51,8 +54,9 @@ class TestFault {
   const int64_t step_;
   std::function<void(absl::string_view)> log_;
   std::mutex mu_;
-  std::condition_variable released_cv_;
+  std::condition_variable cv_;  // stalled_ or released_ changed
   int64_t num_steps_ = 0;
+  bool stalled_ = false;
   bool released_ = false;
 };
 

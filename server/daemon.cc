@@ -143,7 +143,8 @@ int Drain(const ServerConfig& config, int signal, Engine& engine, GrpcServer& gr
                        absl::FormatDuration(config.drain_timeout)));
   engine.StopAccepting();
   if (!engine.WaitUntilIdle(config.drain_timeout)) {
-    LogLine("drain timeout: aborting the requests still in flight");
+    LogLine(absl::StrCat("drain timeout: ending the ", engine.Heartbeat().num_in_flight,
+                         " requests still in flight with UNAVAILABLE"));
   }
   engine.Shutdown(absl::UnavailableError("the server shut down before the request finished"));
   grpc_server.Shutdown(absl::Now() + kListenerGrace);
