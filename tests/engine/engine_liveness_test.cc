@@ -123,7 +123,7 @@ TEST_F(FaultEngineTest, FailAtFailsThatStepForEveryone) {
   ASSERT_TRUE(sink->WaitFinished());
   EXPECT_EQ(sink->final_output().status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(sink->final_output().status.message(), HasSubstr("injected fault at step 3"));
-  EXPECT_EQ(sink->Tokens(0).size(), 1u);  // the prefill's token, before step 3
+  EXPECT_EQ(sink->Tokens(0).size(), 1u);                 // the prefill's token, before step 3
   ASSERT_TRUE(engine.WaitUntilIdle(absl::Seconds(30)));  // the snapshot after the failure
   EXPECT_FALSE(engine.healthy());
   EXPECT_EQ(engine.Stats().num_blocks_used, 0);
