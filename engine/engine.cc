@@ -22,6 +22,10 @@ absl::Status CheckBudgets(const SchedulerConfig& s, const ExecutorGeometry& g) {
   }
   return absl::OkStatus();
 }
+// The client's deadline and the server's copy of it differ by the time the
+// call took to arrive and by the rounding of the grpc-timeout header, so a
+// cancellation that the client's deadline caused may come slightly early.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(50);
 
 }  // namespace
 
@@ -77,6 +81,7 @@ absl::Status Engine::Start() {
     started_ = true;
     accepting_ = true;
   }
+  MarkProgress(/*parked=*/false);
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -185,6 +190,27 @@ bool Engine::healthy() const {
   return stats_.healthy;
 }
 
+EngineHeartbeat Engine::Heartbeat() const {
+  EngineHeartbeat heartbeat;
+  heartbeat.num_steps = heartbeat_steps_.load(std::memory_order_acquire);
+  heartbeat.last_progress = absl::FromUnixNanos(last_progress_ns_.load(std::memory_order_acquire));
+  heartbeat.parked = parked_.load(std::memory_order_acquire);
+  std::lock_guard lock(mu_);
+  heartbeat.num_in_flight = num_in_flight_;
+  return heartbeat;
+}
+
+bool Engine::Stalled(absl::Duration timeout) const {
+  const EngineHeartbeat heartbeat = Heartbeat();
+  if (heartbeat.parked || heartbeat.num_in_flight == 0) return false;
+  return clock_->Now() - heartbeat.last_progress > timeout;
+}
+
+void Engine::MarkProgress(bool parked) {
+  last_progress_ns_.store(absl::ToUnixNanos(clock_->Now()), std::memory_order_release);
+  parked_.store(parked, std::memory_order_release);
+}
+
 int32_t Engine::max_model_len() const {
   std::lock_guard lock(mu_);
   return max_model_len_;
@@ -217,22 +243,26 @@ void Engine::Loop() {
   }
   FailAll(status);
   PublishStats();
+  MarkProgress(/*parked=*/true);
 }
 
 bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected) {
   std::unique_lock lock(mu_);
   auto ready = [&] { return stop_requested_ || !inbox_.empty() || num_rejected_ > 0; };
-  if (!scheduler_->HasUnfinished()) {
-    work_cv_.wait(lock, ready);
-  } else if (stalled) {
-    // Nothing can be planned until a command arrives or a deadline passes.
-    const absl::Time deadline = processor_.EarliestDeadline();
+  if (!scheduler_->HasUnfinished() || stalled) {
+    // A parked thread is waiting, not hung: Stalled() ignores it.
+    MarkProgress(/*parked=*/true);
+    // Nothing can be planned until a command arrives or (when stalled) a
+    // deadline passes.
+    const absl::Time deadline =
+        scheduler_->HasUnfinished() ? processor_.EarliestDeadline() : absl::InfiniteFuture();
     if (deadline == absl::InfiniteFuture()) {
       work_cv_.wait(lock, ready);
     } else {
       const absl::Duration left = std::max(deadline - clock_->Now(), absl::ZeroDuration());
       work_cv_.wait_for(lock, absl::ToChronoNanoseconds(left), ready);
     }
+    MarkProgress(/*parked=*/false);
   }
   if (stop_requested_) return false;
   commands.swap(inbox_);
@@ -249,7 +279,15 @@ void Engine::HandleCommand(Command& command) {
     const std::optional<RequestHandle> handle = processor_.FindHandle(command.id);
     if (!handle) return;
     scheduler_->AbortRequest(*handle);
-    processor_.Fail(*handle, absl::CancelledError("request cancelled"), clock_->Now());
+    const absl::Time now = clock_->Now();
+    // gRPC cancels a call whose deadline passed, and that cancellation can
+    // reach the engine before the engine's own expiry does: an abort at (or
+    // just before, see kDeadlineSlack) the deadline is the deadline's.
+    const bool expired = now + kDeadlineSlack >= processor_.DeadlineOf(*handle);
+    processor_.Fail(*handle,
+                    expired ? absl::DeadlineExceededError("request deadline passed")
+                            : absl::CancelledError("request cancelled"),
+                    now);
     ++num_finished_unpublished_;
     return;
   }
@@ -304,6 +342,8 @@ bool Engine::Step(bool& stalled) {
   const absl::Time end = clock_->Now();
   const OutputProcessor::StepOutcome outcome = processor_.ProcessStep(update, end, *scheduler_);
   ++counters_.num_steps;
+  heartbeat_steps_.store(counters_.num_steps, std::memory_order_release);
+  MarkProgress(/*parked=*/false);
   counters_.prompt_tokens_total += outcome.num_started_prompt_tokens;
   counters_.generation_tokens_total += update.new_tokens.size();
   counters_.last_step_seconds = absl::ToDoubleSeconds(end - start);

@@ -8,6 +8,7 @@
 // and the thread blocks (no spinning) while there is nothing to do.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,15 @@ struct EngineConfig {
   // request does not pay for lazy initialization and a broken backend shows
   // before the server reports SERVING.
   bool warmup = true;
+};
+
+// The engine thread's liveness, read from any thread. Progress is a finished
+// step or the thread parking in its wait for work.
+struct EngineHeartbeat {
+  uint64_t num_steps = 0;
+  absl::Time last_progress = absl::InfinitePast();
+  bool parked = true;         // blocked in its wait for work (or not running)
+  int64_t num_in_flight = 0;  // requests submitted and not yet given a final output
 };
 
 class Engine {
@@ -90,6 +100,10 @@ class Engine {
   // Thread-safe. The snapshot published after the last step.
   [[nodiscard]] EngineStats Stats() const;
   [[nodiscard]] bool healthy() const;
+  [[nodiscard]] EngineHeartbeat Heartbeat() const;
+  // Thread-safe. True when work is pending, the engine thread is busy and it
+  // has made no progress for longer than timeout: a hung executor step.
+  [[nodiscard]] bool Stalled(absl::Duration timeout) const;
   [[nodiscard]] const ExecutorGeometry& geometry() const { return geometry_; }
   // The scheduler's max_model_len (after capping to the pool); valid after Start().
   [[nodiscard]] int32_t max_model_len() const;
@@ -116,6 +130,7 @@ class Engine {
   // Ends every request in flight and every queued submission with status.
   void FailAll(const absl::Status& status);
   void PublishStats();
+  void MarkProgress(bool parked);
 
   const EngineConfig config_;
   const std::unique_ptr<Executor> executor_;
@@ -154,6 +169,11 @@ class Engine {
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
+
+  // Written by the engine thread only (Heartbeat()).
+  std::atomic<uint64_t> heartbeat_steps_{0};
+  std::atomic<int64_t> last_progress_ns_{0};  // absl::ToUnixNanos of the clock's time
+  std::atomic<bool> parked_{true};
 };
 
 }  // namespace loom

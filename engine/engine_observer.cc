@@ -23,6 +23,7 @@ std::string_view FinishLabelName(FinishLabel label) {
 FinishLabel FinishLabelFor(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnavailable:  // ended by a shutdown or drain timeout
       return FinishLabel::kAborted;
     case absl::StatusCode::kDeadlineExceeded:
       return FinishLabel::kDeadline;

@@ -43,6 +43,11 @@ std::optional<RequestHandle> OutputProcessor::FindHandle(RequestHandle id) const
   return it->second;
 }
 
+absl::Time OutputProcessor::DeadlineOf(RequestHandle handle) const {
+  auto it = requests_.find(handle);
+  return it == requests_.end() ? absl::InfiniteFuture() : it->second.deadline;
+}
+
 OutputProcessor::StepOutcome OutputProcessor::ProcessStep(const UpdateOutput& update,
                                                           absl::Time now, Scheduler& scheduler) {
   StepOutcome outcome;

@@ -44,6 +44,8 @@ class OutputProcessor {
 
   // The scheduler handle of a tracked request.
   [[nodiscard]] std::optional<RequestHandle> FindHandle(RequestHandle id) const;
+  // The deadline of a tracked request (InfiniteFuture when it has none).
+  [[nodiscard]] absl::Time DeadlineOf(RequestHandle handle) const;
 
   struct StepOutcome {
     int32_t num_finished = 0;               // requests whose final output was pushed

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/engine.h"
+#include "engine/fault_injecting_executor.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/executor_factory.h"
 #include "model/model.h"
@@ -102,69 +103,104 @@ GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
   return options;
 }
 
+std::string ServedName(const ServerConfig& config, const LoadedModel& model) {
+  return config.served_model_name.empty() ? model.name : config.served_model_name;
+}
+
 // Waits for the end of the run: a signal (true) or an engine failure (false).
-bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine) {
+// Meanwhile gRPC health follows liveness: NOT_SERVING while the engine is
+// stalled, SERVING again once it progresses.
+bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine,
+                            absl::Duration stall_timeout, GrpcServer& grpc_server) {
+  bool serving = true;
   while (!watcher.WaitForSignal(kHealthPollInterval)) {
     if (!engine.healthy()) {
       return false;
     }
+    const bool live = !engine.Stalled(stall_timeout);
+    if (live == serving) {
+      continue;
+    }
+    serving = live;
+    grpc_server.SetServing(live);
+    LogLine(live ? "engine progressing again; health SERVING"
+                 : absl::StrCat("engine stalled: work pending and no progress for over ",
+                                absl::FormatDuration(stall_timeout), "; health NOT_SERVING"));
   }
   return true;
 }
 
-}  // namespace
+// A SIGTERM or SIGINT while loading or warming up ends start-up without serving.
+int StartupInterrupted(SignalWatcher& watcher) {
+  LogLine(absl::StrCat("received ", strsignal(watcher.signal()), " during start-up; exiting"));
+  return 0;
+}
 
-int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
-  const absl::Time start = absl::Now();
-  ModelLoadOptions load;
-  load.path = config.model;
-  load.load_format = config.load_format;
-  load.max_model_len = config.max_model_len;
-  load.dummy_dtype = DummyDType(config.dtype);
-  absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadModel(load);
-  if (!loaded.ok()) {
-    LogLine(absl::StrCat("cannot load model ", config.model, ": ", loaded.status().ToString()));
-    return 1;
+// LOOM_TEST_FAULT's fault (docs/api.md, test-only), or nullptr when unset. A
+// stall ends at SIGTERM/SIGINT so that the drain can run.
+absl::StatusOr<std::shared_ptr<TestFault>> TestFaultFromEnvironment(SignalWatcher& watcher) {
+  absl::StatusOr<std::shared_ptr<TestFault>> fault = TestFault::FromEnvironment();
+  if (!fault.ok() || *fault == nullptr) {
+    return fault;
   }
-  // Shared so that the detokenizer can alias the tokenizer the model owns.
-  const std::shared_ptr<const LoadedModel> model = *std::move(loaded);
-  LogLine(absl::StrCat("loaded ", model->name, " (", model->config.architecture, ", ",
-                       model->config.num_layers, " layers, vocab ", model->config.vocab_size,
-                       ") from ", config.model));
+  (*fault)->set_log([](absl::string_view line) { LogLine(line); });
+  watcher.OnSignal([fault = *fault] { fault->Release(); });
+  LogLine(absl::StrCat(
+      "test fault injection is on: ", kTestFaultEnv, "=",
+      (*fault)->kind() == TestFault::Kind::kFail ? "fail_at:" : "stall_at:", (*fault)->step()));
+  return fault;
+}
 
+// The executor for the loaded model, wrapped when a test fault is set.
+absl::StatusOr<std::unique_ptr<Executor>> MakeExecutor(const ServerConfig& config,
+                                                       const LoadedModel& model,
+                                                       std::shared_ptr<TestFault> fault) {
   absl::StatusOr<std::unique_ptr<Executor>> executor =
-      CreateExecutor(*model, MakeExecutorOptions(config, *model));
-  if (!executor.ok()) {
-    LogLine(absl::StrCat("cannot create the executor: ", executor.status().ToString()));
-    return 1;
+      CreateExecutor(model, MakeExecutorOptions(config, model));
+  if (!executor.ok() || fault == nullptr) {
+    return executor;
   }
-  auto detokenizer = std::make_shared<TokenizerDetokenizer>(
-      std::shared_ptr<const Tokenizer>(model, model->tokenizer.get()));
-  Engine engine(MakeEngineConfig(config, *model), *std::move(executor), std::move(detokenizer));
+  return std::make_unique<FaultInjectingExecutor>(*std::move(executor), std::move(fault));
+}
 
-  const ExecutorGeometry& geometry = engine.geometry();
-  const std::string served_name =
-      config.served_model_name.empty() ? model->name : config.served_model_name;
-  MetricsRegistry metrics(BuildInfo{LOOM_VERSION, geometry.device, served_name},
-                          [&engine] { return engine.Stats(); });
-  engine.SetObserver(&metrics);
-  // Start() sizes the pool from the executor and runs the warm-up step.
-  if (absl::Status st = engine.Start(); !st.ok()) {
-    LogLine(absl::StrCat("engine start-up failed: ", st.ToString()));
-    return 1;
+// After SIGTERM/SIGINT: requests in flight get drain_timeout to finish, the
+// rest end with UNAVAILABLE; then the listener closes.
+int Drain(const ServerConfig& config, int signal, Engine& engine, GrpcServer& grpc_server) {
+  LogLine(absl::StrCat("received ", strsignal(signal), ": draining for up to ",
+                       absl::FormatDuration(config.drain_timeout)));
+  engine.StopAccepting();
+  if (!engine.WaitUntilIdle(config.drain_timeout)) {
+    LogLine(absl::StrCat("drain timeout: ending the ", engine.Heartbeat().num_in_flight,
+                         " requests still in flight with UNAVAILABLE"));
   }
-  // Every way out stops the engine thread while the observer it calls lives.
-  const absl::Cleanup stop_engine = [&engine] { engine.Shutdown(); };
-  LoadedModelFrontend frontend(*model, DescribeModel(*model, geometry, engine.max_model_len(),
-                                                     served_name, config.enable_prefix_caching));
+  engine.Shutdown(absl::UnavailableError("the server shut down before the request finished"));
+  grpc_server.Shutdown(absl::Now() + kListenerGrace);
+  const EngineStats stats = engine.Stats();
+  LogLine(absl::StrCat("drained; exiting with ", stats.num_running, " requests running, ",
+                       stats.num_waiting, " waiting, ", stats.num_blocks_used,
+                       " KV blocks in use"));
+  return engine.healthy() ? 0 : 2;
+}
+
+// Serves until a signal or an engine failure; the exit code.
+int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel& model,
+          Engine& engine, MetricsRegistry& metrics, absl::Time start) {
+  const ExecutorGeometry& geometry = engine.geometry();
+  const std::string served_name = ServedName(config, model);
+  LoadedModelFrontend frontend(model, DescribeModel(model, geometry, engine.max_model_len(),
+                                                    served_name, config.enable_prefix_caching));
 
   std::atomic<bool> ready{false};
   HttpServerOptions http_options;
   http_options.host = config.host;
   http_options.port = config.http_port;
+  // Liveness lives here, in the engine's heartbeat; the HTTP layer only reads it.
+  auto live = [&engine, stall_timeout = config.engine_stall_timeout] {
+    return engine.healthy() && !engine.Stalled(stall_timeout);
+  };
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
       http_options, HttpHandlers{.metrics = [&metrics] { return metrics.Scrape(); },
-                                 .live = [&engine] { return engine.healthy(); },
+                                 .live = live,
                                  .ready = [&ready] { return ready.load(); }});
   if (!http.ok()) {
     LogLine(absl::StrCat("cannot start the HTTP server: ", http.status().ToString()));
@@ -193,7 +229,8 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
                        " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
                        absl::FormatDuration(absl::Now() - start)));
 
-  const bool signalled = WaitForSignalOrFailure(watcher, engine);
+  const bool signalled =
+      WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout, **grpc_server);
   // Refuse new calls before health says so: a client that sees NOT_SERVING
   // must also see UNAVAILABLE.
   service.StopAccepting();
@@ -205,16 +242,63 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
     (*grpc_server)->Shutdown(absl::Now() + kListenerGrace);
     return 2;
   }
-  LogLine(absl::StrCat("received ", strsignal(watcher.signal()), ": draining for up to ",
-                       absl::FormatDuration(config.drain_timeout)));
-  engine.StopAccepting();
-  if (!engine.WaitUntilIdle(config.drain_timeout)) {
-    LogLine("drain timeout: aborting the requests still in flight");
+  return Drain(config, watcher.signal(), engine, **grpc_server);
+}
+
+}  // namespace
+
+int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<TestFault>> fault = TestFaultFromEnvironment(watcher);
+  if (!fault.ok()) {
+    LogLine(fault.status().message());
+    return 2;
   }
-  engine.Shutdown(absl::UnavailableError("the server shut down before the request finished"));
-  (*grpc_server)->Shutdown(absl::Now() + kListenerGrace);
-  LogLine("drained; exiting");
-  return engine.healthy() ? 0 : 2;
+  LogLine(absl::StrCat("loading ", config.model));
+  ModelLoadOptions load;
+  load.path = config.model;
+  load.load_format = config.load_format;
+  load.max_model_len = config.max_model_len;
+  load.dummy_dtype = DummyDType(config.dtype);
+  absl::StatusOr<std::unique_ptr<LoadedModel>> loaded = LoadModel(load);
+  if (!loaded.ok()) {
+    LogLine(absl::StrCat("cannot load model ", config.model, ": ", loaded.status().ToString()));
+    return 1;
+  }
+  if (watcher.signal() != 0) {
+    return StartupInterrupted(watcher);
+  }
+  // Shared so that the detokenizer can alias the tokenizer the model owns.
+  const std::shared_ptr<const LoadedModel> model = *std::move(loaded);
+  LogLine(absl::StrCat("loaded ", model->name, " (", model->config.architecture, ", ",
+                       model->config.num_layers, " layers, vocab ", model->config.vocab_size,
+                       ") from ", config.model));
+
+  absl::StatusOr<std::unique_ptr<Executor>> executor = MakeExecutor(config, *model, *fault);
+  if (!executor.ok()) {
+    LogLine(absl::StrCat("cannot create the executor: ", executor.status().ToString()));
+    return 1;
+  }
+  auto detokenizer = std::make_shared<TokenizerDetokenizer>(
+      std::shared_ptr<const Tokenizer>(model, model->tokenizer.get()));
+  Engine engine(MakeEngineConfig(config, *model), *std::move(executor), std::move(detokenizer));
+
+  const ExecutorGeometry& geometry = engine.geometry();
+  const std::string served_name = ServedName(config, *model);
+  MetricsRegistry metrics(BuildInfo{LOOM_VERSION, geometry.device, served_name},
+                          [&engine] { return engine.Stats(); });
+  engine.SetObserver(&metrics);
+  // Start() sizes the pool from the executor and runs the warm-up step.
+  if (absl::Status st = engine.Start(); !st.ok()) {
+    LogLine(absl::StrCat("engine start-up failed: ", st.ToString()));
+    return 1;
+  }
+  // Every way out stops the engine thread while the observer it calls lives.
+  const absl::Cleanup stop_engine = [&engine] { engine.Shutdown(); };
+  if (watcher.signal() != 0) {
+    return StartupInterrupted(watcher);
+  }
+  return Serve(config, watcher, *model, engine, metrics, start);
 }
 
 }  // namespace loom

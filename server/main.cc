@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, admission, "optimistic",
 // a sequence lock whose fences GCC rejects under -fsanitize=thread.
 ABSL_FLAG(std::string, drain_timeout, "30s",
           "On SIGTERM/SIGINT: how long requests in flight may run before they are aborted.");
+ABSL_FLAG(std::string, engine_stall_timeout, "60s",
+          "Work pending and no engine progress for this long: /healthz answers 503 and gRPC "
+          "health NOT_SERVING.");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: all cores).");
 ABSL_FLAG(std::string, served_model_name, "",
           "Model name reported to clients (default: the "
@@ -139,6 +142,13 @@ int Run(int argc, char** argv) {
   if (!ParseDurationFlag("drain_timeout", absl::GetFlag(FLAGS_drain_timeout),
                          &config.drain_timeout) ||
       !ReadLimitFlags(config)) {
+    return 2;
+  }
+  if (!absl::ParseDuration(absl::GetFlag(FLAGS_engine_stall_timeout),
+                           &config.engine_stall_timeout)) {
+    loom::LogLine(
+        absl::StrCat("invalid flags: --engine_stall_timeout must be a duration such as 60s; got \"",
+                     absl::GetFlag(FLAGS_engine_stall_timeout), "\""));
     return 2;
   }
   config.threads = absl::GetFlag(FLAGS_threads);

@@ -148,6 +148,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.drain_timeout < absl::ZeroDuration()) {
     return Invalid("drain_timeout", ">= 0s", absl::FormatDuration(c.drain_timeout));
   }
+  if (c.engine_stall_timeout <= absl::ZeroDuration()) {
+    return Invalid("engine_stall_timeout", "> 0s", absl::FormatDuration(c.engine_stall_timeout));
+  }
   if (c.threads < 0) {
     return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
   }

@@ -34,6 +34,8 @@ struct ServerConfig {
   std::string scheduling_policy = "fcfs";
   std::string admission = "optimistic";  // optimistic (preempt when full) or reserve
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Work pending and no engine progress this long: liveness probes fail.
+  absl::Duration engine_stall_timeout = absl::Seconds(60);
   int32_t threads = 0;            // 0: all cores
   std::string served_model_name;  // empty: from the model
   // Request field limits (request_validator.h, RequestLimits).

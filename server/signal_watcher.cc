@@ -2,49 +2,70 @@
 
 #include <pthread.h>
 
+#include <utility>
+
 namespace loom {
 namespace {
 
-// SIGUSR1 only wakes the watcher thread when it is being stopped.
+// Also what the destructor sends to wake the watcher thread; it ends the
+// thread only then.
 constexpr int kWakeSignal = SIGUSR1;
 
 sigset_t WatchedSignals() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, kWakeSignal);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&set, signal);
   return set;
 }
+
+bool IsTermination(int signal) { return signal == SIGTERM || signal == SIGINT; }
 
 }  // namespace
 
 void SignalWatcher::BlockSignals() {
   const sigset_t set = WatchedSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A write to a closed socket or pipe then fails with EPIPE instead.
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 SignalWatcher::SignalWatcher() : thread_([this] { Run(); }) {}
 
 SignalWatcher::~SignalWatcher() {
-  // The thread exits after taking one signal; wake it when none has come.
-  if (signal() == 0) {
-    pthread_kill(thread_.native_handle(), kWakeSignal);
-  }
+  stopping_.store(true);
+  pthread_kill(thread_.native_handle(), kWakeSignal);
   thread_.join();
 }
 
 void SignalWatcher::Run() {
   const sigset_t set = WatchedSignals();
-  int signal = 0;
-  if (sigwait(&set, &signal) != 0 || signal == kWakeSignal) {
-    return;
+  while (true) {
+    int signal = 0;
+    if (sigwait(&set, &signal) != 0) continue;
+    if (stopping_.load()) return;
+    if (!IsTermination(signal)) continue;
+    std::function<void()> callback;
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (signal_ != 0) continue;  // a second SIGTERM changes nothing
+      signal_ = signal;
+      callback = std::move(on_signal_);
+      on_signal_ = nullptr;
+    }
+    received_.notify_all();
+    if (callback) callback();
   }
+}
+
+void SignalWatcher::OnSignal(std::function<void()> callback) {
   {
     const std::lock_guard<std::mutex> lock(mu_);
-    signal_ = signal;
+    if (signal_ == 0) {
+      on_signal_ = std::move(callback);
+      return;
+    }
   }
-  received_.notify_all();
+  callback();
 }
 
 bool SignalWatcher::WaitForSignal(absl::Duration timeout) {

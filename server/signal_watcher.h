@@ -1,10 +1,14 @@
 // SIGTERM/SIGINT for the drain of DESIGN.md's lifecycle, with no work in a
 // signal handler: the signals are blocked in every thread and one thread
-// takes them with sigwait() and notifies whoever waits.
+// takes them with sigwait() and notifies whoever waits. SIGHUP, SIGUSR1 and
+// SIGUSR2 are taken too and ignored, so that none of them can end the process
+// without a drain or stop the watcher.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <csignal>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -15,9 +19,9 @@ namespace loom {
 
 class SignalWatcher {
  public:
-  // Blocks SIGTERM and SIGINT (and SIGUSR1, which stops the watcher) in the
-  // calling thread, and so in every thread it creates later: call first
-  // thing in main, before any thread exists.
+  // Blocks the watched signals in the calling thread, and so in every thread
+  // it creates later, and ignores SIGPIPE: call first thing in main, before
+  // any thread exists.
   static void BlockSignals();
 
   SignalWatcher();   // starts the sigwait thread
@@ -28,8 +32,12 @@ class SignalWatcher {
 
   // True once SIGTERM or SIGINT has arrived; waits at most timeout for it.
   bool WaitForSignal(absl::Duration timeout);
-  // The signal that arrived; 0 while none has.
+  // The first SIGTERM or SIGINT that arrived; 0 while none has.
   int signal();
+  // Runs callback once on the watcher thread when SIGTERM or SIGINT arrives,
+  // or at once on the caller's thread when one already has. It must outlive
+  // the watcher's thread, so it should own what it uses.
+  void OnSignal(std::function<void()> callback);
 
  private:
   void Run();
@@ -38,6 +46,8 @@ class SignalWatcher {
   std::mutex mu_;
   std::condition_variable received_;
   int signal_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> on_signal_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 

@@ -132,6 +132,7 @@ TEST_F(EngineObserverTest, LabelsForEveryWayARequestEnds) {
 TEST(FinishLabelTest, NamesAndStatuses) {
   EXPECT_EQ(FinishLabelName(FinishLabel::kDeadline), "deadline");
   EXPECT_EQ(FinishLabelFor(absl::CancelledError()), FinishLabel::kAborted);
+  EXPECT_EQ(FinishLabelFor(absl::UnavailableError("")), FinishLabel::kAborted);
   EXPECT_EQ(FinishLabelFor(absl::DeadlineExceededError("")), FinishLabel::kDeadline);
   EXPECT_EQ(FinishLabelFor(absl::ResourceExhaustedError("")), FinishLabel::kRejected);
   EXPECT_EQ(FinishLabelFor(absl::InternalError("")), FinishLabel::kError);

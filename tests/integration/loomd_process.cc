@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,7 +33,19 @@ LoomdProcess::LoomdProcess(pid_t pid, int log_fd)
     : pid_(pid), reader_([this, log_fd] { ReadLog(log_fd); }) {}
 
 absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Start(
-    const std::vector<std::string>& extra_args) {
+    const std::vector<std::string>& extra_args, const std::vector<std::string>& extra_env) {
+  absl::StatusOr<std::unique_ptr<LoomdProcess>> process = Spawn(extra_args, extra_env);
+  if (!process.ok()) {
+    return process.status();
+  }
+  if (absl::Status st = (*process)->WaitUntilServing(kStartTimeout); !st.ok()) {
+    return st;
+  }
+  return process;
+}
+
+absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Spawn(
+    const std::vector<std::string>& extra_args, const std::vector<std::string>& extra_env) {
   const char* binary = std::getenv("LOOMD");
   if (binary == nullptr) {
     return absl::FailedPreconditionError("set LOOMD to the loomd binary");
@@ -46,6 +59,15 @@ absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Start(
     argv.push_back(a.data());
   }
   argv.push_back(nullptr);
+  std::vector<std::string> env(extra_env);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    envp.push_back(*e);
+  }
+  for (std::string& e : env) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
 
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) {
@@ -57,27 +79,32 @@ absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Start(
   posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary, &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(pipe_fds[1]);
   if (rc != 0) {
     close(pipe_fds[0]);
     return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", std::strerror(rc)));
   }
-  auto process = std::unique_ptr<LoomdProcess>(new LoomdProcess(pid, pipe_fds[0]));
-  if (!process->WaitForLog(" (gRPC)", kStartTimeout)) {
+  return std::unique_ptr<LoomdProcess>(new LoomdProcess(pid, pipe_fds[0]));
+}
+
+absl::Status LoomdProcess::WaitUntilServing(absl::Duration timeout) {
+  if (!WaitForLog(" (HTTP)", timeout)) {
     return absl::DeadlineExceededError(
-        absl::StrCat("loomd did not become ready; its log:\n", process->log()));
+        absl::StrCat("loomd did not become ready; its log:\n", log()));
   }
-  // "serving <model> on 127.0.0.1:<port> (gRPC) and ..."
-  const std::string text = process->log();
-  const size_t end = text.find(" (gRPC)");
-  const size_t colon = text.rfind(':', end);
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(text.substr(colon + 1, end - colon - 1), &process->port_)) {
-    return absl::InternalError(absl::StrCat("no gRPC port in loomd's log:\n", text));
+  // "serving <model> on 127.0.0.1:<port> (gRPC) and 127.0.0.1:<port> (HTTP); ..."
+  const std::string text = log();
+  for (auto [marker, port] : {std::pair{" (gRPC)", &port_}, std::pair{" (HTTP)", &http_port_}}) {
+    const size_t end = text.find(marker);
+    const size_t colon = text.rfind(':', end);
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(text.substr(colon + 1, end - colon - 1), port)) {
+      return absl::InternalError(absl::StrCat("no", marker, " port in loomd's log:\n", text));
+    }
   }
-  return process;
+  return absl::OkStatus();
 }
 
 LoomdProcess::~LoomdProcess() {

@@ -23,12 +23,21 @@ class LoomdProcess {
  public:
   // Starts $LOOMD (the binary under test) with small-footprint defaults plus
   // extra_args, and waits until it logs that it is serving.
+  // extra_env entries ("NAME=value") are added to the inherited environment.
   static absl::StatusOr<std::unique_ptr<LoomdProcess>> Start(
-      const std::vector<std::string>& extra_args = {});
+      const std::vector<std::string>& extra_args = {},
+      const std::vector<std::string>& extra_env = {});
+  // Like Start, but returns as soon as the process exists; target() and
+  // http_port() are known only after WaitUntilServing().
+  static absl::StatusOr<std::unique_ptr<LoomdProcess>> Spawn(
+      const std::vector<std::string>& extra_args = {},
+      const std::vector<std::string>& extra_env = {});
+  absl::Status WaitUntilServing(absl::Duration timeout);
   ~LoomdProcess();  // SIGKILLs the daemon if it still runs
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   std::shared_ptr<grpc::Channel> NewChannel() const;
+  int http_port() const { return http_port_; }
 
   // True once the log holds text; false after timeout or when loomd exited.
   bool WaitForLog(const std::string& text, absl::Duration timeout);
@@ -44,6 +53,7 @@ class LoomdProcess {
 
   pid_t pid_;
   int port_ = 0;
+  int http_port_ = 0;
   bool exited_ = false;
   int exit_code_ = 0;
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering.

@@ -104,6 +104,9 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   c.drain_timeout = absl::Seconds(-1);
   ExpectInvalid(c, "drain_timeout must be >= 0s; got -1s");
   c = Valid();
+  c.engine_stall_timeout = absl::ZeroDuration();
+  ExpectInvalid(c, "engine_stall_timeout must be > 0s; got 0");
+  c = Valid();
   c.threads = -2;
   ExpectInvalid(c, "threads must be >= 0 (0 = all cores); got -2");
 }

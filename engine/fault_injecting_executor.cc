@@ -1,0 +1,69 @@
+#include "engine/fault_injecting_executor.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace loom {
+
+absl::StatusOr<std::shared_ptr<TestFault>> TestFault::Parse(absl::string_view spec) {
+  absl::string_view rest = spec;
+  Kind kind = Kind::kFail;
+  if (absl::ConsumePrefix(&rest, "fail_at:")) {
+    kind = Kind::kFail;
+  } else if (absl::ConsumePrefix(&rest, "stall_at:")) {
+    kind = Kind::kStall;
+  } else {
+    rest = "";
+  }
+  int64_t step = 0;
+  if (!absl::SimpleAtoi(rest, &step) || step < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kTestFaultEnv, " must be fail_at:N or stall_at:N with N >= 1; got \"", spec, "\""));
+  }
+  return std::make_shared<TestFault>(kind, step);
+}
+
+absl::StatusOr<std::shared_ptr<TestFault>> TestFault::FromEnvironment() {
+  const char* spec = std::getenv(kTestFaultEnv);
+  if (spec == nullptr || *spec == '\0') return std::shared_ptr<TestFault>();
+  return Parse(spec);
+}
+
+absl::Status TestFault::BeforeStep() {
+  std::unique_lock lock(mu_);
+  if (++num_steps_ != step_ || released_) return absl::OkStatus();
+  if (kind_ == Kind::kFail) {
+    if (log_) log_(absl::StrCat("test fault: failing step ", step_));
+    return absl::InternalError(absl::StrCat("injected fault at step ", step_, " (", kTestFaultEnv,
+                                            "=fail_at:", step_, ")"));
+  }
+  if (log_) log_(absl::StrCat("test fault: stalling step ", step_));
+  stalled_ = true;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return released_; });
+  return absl::OkStatus();
+}
+
+void TestFault::Release() {
+  {
+    std::lock_guard lock(mu_);
+    released_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool TestFault::WaitUntilStalled(absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return stalled_; });
+}
+
+absl::StatusOr<StepResult> FaultInjectingExecutor::Execute(const StepPlan& plan) {
+  if (absl::Status status = fault_->BeforeStep(); !status.ok()) return status;
+  return inner_->Execute(plan);
+}
+
+}  // namespace loom
