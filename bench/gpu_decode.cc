@@ -1,7 +1,8 @@
 // Decode step time and prefill throughput of a Llama-3-8B-shaped dummy model
 // (bf16, random weights made on the device) through CudaExecutor::Execute,
 // against the roofline of BENCHMARKS.md with this run's measured copy
-// bandwidth and bf16 GEMM rate. Prints "RESULT ..." lines.
+// bandwidth and bf16 GEMM rate, at 1k context (batch 1, 8, 64, 256) and 4k
+// (batch 1, 8, 64). Prints "RESULT ..." lines.
 //
 //   decode roofline = (weight bytes read + batch * context * KV bytes/token) / copy bandwidth
 //   prefill FLOPs   = 2 * params * tokens + causal attention (4 * layers * heads * head_dim * sum
@@ -116,13 +117,18 @@ int main() {
               ceil.gemm_flops);
 
   const loom::ModelConfig config = Llama3_8B();
-  constexpr int kContext = 1024, kMaxBatch = 256, kPrefillSeqs = 8;
+  constexpr int kContext = 1024, kLongContext = 4096, kMaxBatch = 256, kMaxLongBatch = 64;
+  constexpr int kPrefillSeqs = 8;
   loom::CudaExecutorOptions opts;
-  opts.max_model_len = 2048;
+  opts.max_model_len = 2 * kLongContext;
   opts.max_num_seqs = kMaxBatch;
   opts.max_num_batched_tokens = kPrefillSeqs * kContext;
   Workload work(kMaxBatch, kContext, opts.block_size);
-  opts.max_num_blocks = 1 + kMaxBatch * work.blocks_per_seq;
+  // The 4k decodes time attention over blocks the 1k prefills filled (their
+  // contents do not change the time), so one pool serves both.
+  Workload long_work(kMaxLongBatch, kLongContext, opts.block_size);
+  opts.max_num_blocks =
+      1 + std::max(kMaxBatch * work.blocks_per_seq, kMaxLongBatch * long_work.blocks_per_seq);
   const auto t0 = Clock::now();
   auto created = loom::CudaExecutor::Create(config, nullptr, opts.max_model_len, opts);
   if (!created.ok()) {
@@ -172,20 +178,20 @@ int main() {
       kPrefillSeqs, kContext, pre * 1e3, tokens / pre, prefill_flops / pre,
       prefill_flops / pre / ceil.gemm_flops);
 
-  // Decode: batch b of the prefilled sequences, each at context kContext + 1.
   const double weight_bytes = static_cast<double>(exec->weight_bytes()) - 128256.0 * 4096 * 2;
   const double kv_per_token = 2.0 * 32 * 8 * 128 * 2;
-  auto decode = [&](int batch, bool graphs) {
+  // Decode: batch b of the workload's sequences, each at context len + 1.
+  auto decode = [&](const Workload& w, int len, int batch, bool graphs) {
     exec->set_use_graphs(graphs);
     loom::StepPlan plan;
     for (int s = 0; s < batch; ++s) {
       loom::ScheduledSeq q;
       q.seq_id = s;
-      q.all_token_ids = work.tokens[s];
-      q.num_prompt_tokens = kContext;
-      q.num_computed_tokens = kContext;
+      q.all_token_ids = w.tokens[s];
+      q.num_prompt_tokens = len;
+      q.num_computed_tokens = len;
       q.num_scheduled_tokens = 1;
-      q.block_table = work.tables[s];
+      q.block_table = w.tables[s];
       q.sample = true;
       q.sampling = &greedy;
       plan.seqs.push_back(q);
@@ -204,17 +210,19 @@ int main() {
     return MedianOf(times);
   };
   double eager_b1 = 0;
-  for (int batch : {1, 8, 64, 256}) {
-    const double graph_s = decode(batch, true);
-    const double eager_s = decode(batch, false);
-    if (batch == 1) eager_b1 = eager_s;
-    const double roof = (weight_bytes + batch * (kContext + 1.0) * kv_per_token) / ceil.copy_bw;
+  auto report = [&](const Workload& w, int len, int batch) {
+    const double graph_s = decode(w, len, batch, true);
+    const double eager_s = decode(w, len, batch, false);
+    if (batch == 1 && len == kContext) eager_b1 = eager_s;
+    const double roof = (weight_bytes + batch * (len + 1.0) * kv_per_token) / ceil.copy_bw;
     std::printf(
         "RESULT decode_b%d ctx=%d graph_ms=%.3f eager_ms=%.3f roofline_ms=%.3f of_roofline=%.3f "
         "graph_speedup=%.2f tokens_per_s=%.0f\n",
-        batch, kContext + 1, graph_s * 1e3, eager_s * 1e3, roof * 1e3, roof / graph_s,
-        eager_s / graph_s, batch / graph_s);
-  }
-  std::printf("RESULT graph_speedup b1=%.2f\n", eager_b1 / decode(1, true));
+        batch, len + 1, graph_s * 1e3, eager_s * 1e3, roof * 1e3, roof / graph_s, eager_s / graph_s,
+        batch / graph_s);
+  };
+  for (int batch : {1, 8, 64, 256}) report(work, kContext, batch);
+  for (int batch : {1, 8, 64}) report(long_work, kLongContext, batch);
+  std::printf("RESULT graph_speedup b1=%.2f\n", eager_b1 / decode(work, kContext, 1, true));
   return 0;
 }
