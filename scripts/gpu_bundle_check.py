@@ -155,8 +155,12 @@ def describe(containers):
     return ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
 
 
-def check_device_code(files, arch, problems):
+def check_device_code(files, arch, problems, quiet_without=()):
+    """Checks every file's fatbin containers; returns the names of the files
+    whose device code all carries sm_<arch> SASS. Files in quiet_without print
+    nothing when they hold no device code."""
     print(f"Device code (.nv_fatbin; every container must carry SASS sm_{arch}):")
+    good = set()
     for path in files:
         try:
             containers = device_code(path)
@@ -165,7 +169,8 @@ def check_device_code(files, arch, problems):
             continue
         name = os.path.basename(path)
         if containers is None:
-            print(f"  {name:28} no device code")
+            if path not in quiet_without:
+                print(f"  {name:28} no device code")
             continue
         lacking = [i for i, entries in enumerate(containers)
                    if entries and not any(e["kind"] == 2 and e["arch"] == arch for e in entries)]
@@ -183,6 +188,24 @@ def check_device_code(files, arch, problems):
         if lacking:
             problems.append(f"{name}: {len(lacking)} of {len(containers)} fatbin containers "
                             f"carry no sm_{arch} SASS")
+        elif any(containers) and not disagree:
+            good.add(name)
+    return good
+
+
+def check_gpu_binaries(bins, with_sass, arch, problems):
+    """A binary that loads the CUDA runtime must carry sm_<arch> SASS itself or
+    load a bundled library that does (the op library, libloom_kernels_cuda.so)."""
+    for path in bins:
+        name, deps = os.path.basename(path), needed(path)
+        if not any(d.startswith("libcudart") for d in deps) and name not in with_sass:
+            continue
+        carriers = [d for d in deps if d in with_sass] + ([name] if name in with_sass else [])
+        if carriers:
+            print(f"  {name:28} GPU binary; sm_{arch} SASS in {', '.join(carriers)}")
+        else:
+            problems.append(f"{name}: loads the CUDA runtime but neither it nor a bundled library "
+                            f"it needs carries sm_{arch} SASS")
 
 
 def version_key(v):
@@ -263,8 +286,10 @@ def main():
     problems = []
     if not bins:
         problems.append(f"{args.bundle}/bin is empty")
-    check_device_code(bins, args.arch, problems)
-    check_libraries(bins + [os.path.join(lib_dir, f) for f in bundled], bundled,
+    libs = [os.path.join(lib_dir, f) for f in bundled]
+    with_sass = check_device_code(bins + libs, args.arch, problems, quiet_without=libs)
+    check_gpu_binaries(bins, with_sass, args.arch, problems)
+    check_libraries(bins + libs, bundled,
                     {"GLIBC": args.max_glibc, "GLIBCXX": args.max_glibcxx}, args.verbose, problems)
     check_sizes(args.bundle, args.repo, args.max_mib, problems)
     for p in problems:

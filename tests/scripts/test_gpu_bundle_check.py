@@ -117,6 +117,23 @@ class DeviceCodeTest(unittest.TestCase):
         found = self.problems(blob[:-16])
         self.assertTrue(any("runs past the section" in p for p in found), found)
 
+    def test_gpu_binary_needs_sass_itself_or_in_a_bundled_library(self):
+        deps = {"/b/loomd": ["libcudart.so.13", "libloom_kernels_cuda.so"],
+                "/b/gpu_ceilings": ["libcudart.so.13"], "/b/loom": ["libc.so.6"]}
+        saved = check.needed
+        check.needed = lambda path: deps[path]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                ok, missing = [], []
+                check.check_gpu_binaries(list(deps), {"libloom_kernels_cuda.so", "gpu_ceilings"},
+                                         90, ok)
+                check.check_gpu_binaries(list(deps), {"gpu_ceilings"}, 90, missing)
+        finally:
+            check.needed = saved
+        self.assertEqual(ok, [])
+        self.assertEqual(len(missing), 1)
+        self.assertIn("loomd: loads the CUDA runtime", missing[0])
+
 
 class VersionTest(unittest.TestCase):
     def test_newest_compares_numerically_and_by_prefix(self):
