@@ -203,7 +203,15 @@ EngineHeartbeat Engine::Heartbeat() const {
 bool Engine::Stalled(absl::Duration timeout) const {
   const EngineHeartbeat heartbeat = Heartbeat();
   if (heartbeat.parked || heartbeat.num_in_flight == 0) return false;
-  return clock_->Now() - heartbeat.last_progress > timeout;
+  const absl::Time now = clock_->Now();
+  // Progress inside a step counts from when a caller here first sees it.
+  const uint64_t progress = executor_->progress();
+  if (executor_progress_seen_.exchange(progress, std::memory_order_acq_rel) != progress) {
+    executor_progress_ns_.store(absl::ToUnixNanos(now), std::memory_order_release);
+  }
+  const absl::Time in_step =
+      absl::FromUnixNanos(executor_progress_ns_.load(std::memory_order_acquire));
+  return now - std::max(heartbeat.last_progress, in_step) > timeout;
 }
 
 void Engine::MarkProgress(bool parked) {

@@ -102,7 +102,8 @@ class Engine {
   [[nodiscard]] bool healthy() const;
   [[nodiscard]] EngineHeartbeat Heartbeat() const;
   // Thread-safe. True when work is pending, the engine thread is busy and it
-  // has made no progress for longer than timeout: a hung executor step.
+  // has made no progress for longer than timeout: a hung executor step. A step
+  // whose executor reports progress inside it (a layer done) is not hung.
   [[nodiscard]] bool Stalled(absl::Duration timeout) const;
   [[nodiscard]] const ExecutorGeometry& geometry() const { return geometry_; }
   // The scheduler's max_model_len (after capping to the pool); valid after Start().
@@ -174,6 +175,9 @@ class Engine {
   std::atomic<uint64_t> heartbeat_steps_{0};
   std::atomic<int64_t> last_progress_ns_{0};  // absl::ToUnixNanos of the clock's time
   std::atomic<bool> parked_{true};
+  // Stalled()'s view of Executor::progress(): the last value seen, and when it changed.
+  mutable std::atomic<uint64_t> executor_progress_seen_{0};
+  mutable std::atomic<int64_t> executor_progress_ns_{0};
 };
 
 }  // namespace loom

@@ -68,6 +68,7 @@ class FaultInjectingExecutor final : public Executor {
 
   ExecutorGeometry Geometry() const override { return inner_->Geometry(); }
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
+  uint64_t progress() const override { return inner_->progress(); }
 
  private:
   const std::unique_ptr<Executor> inner_;

@@ -146,7 +146,7 @@ absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
   StepResult result;
   if (plan.seqs.empty()) return result;
   if (absl::Status s = BuildBatch(plan); !s.ok()) return s;
-  forward_->Run(batch_, kv_, *pool_, logits_);
+  forward_->Run(batch_, kv_, *pool_, logits_, [this] { NoteProgress(); });
   if (!sample_seqs_.empty()) {
     result.sampled = sampler_.Sample(sample_seqs_, logits_, config_.vocab_size, *pool_);
   }

@@ -2,6 +2,7 @@
 // chunks and decodes mixed) over the paged KV cache, then sampling.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,18 @@ class Executor {
   // Runs one step. A failure is an engine failure: the engine fails every
   // in-flight request with INTERNAL.
   virtual absl::StatusOr<StepResult> Execute(const StepPlan& plan) = 0;
+  // Thread-safe. Grows while a step advances inside (the CPU executor: once a
+  // layer), so that the engine's liveness can tell a long step, such as an 8k
+  // token prefill on the CPU, from a hung one.
+  [[nodiscard]] virtual uint64_t progress() const {
+    return progress_.load(std::memory_order_relaxed);
+  }
+
+ protected:
+  void NoteProgress() { progress_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> progress_{0};
 };
 
 }  // namespace loom

@@ -64,7 +64,7 @@ LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weight
     : config_(config), weights_(weights), inv_freq_(RopeInverseFrequencies(config)) {}
 
 void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool,
-                       std::vector<float>& logits) {
+                       std::vector<float>& logits, absl::FunctionRef<void()> on_layer) {
   const ModelConfig& c = config_;
   const int32_t t = batch.num_tokens();
   const int32_t hidden = c.hidden_size;
@@ -81,7 +81,10 @@ void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelF
   kc::Embedding(
       {batch.token_ids.data(), weights_.embed.data(), residual_.data(), t, hidden, c.vocab_size},
       pool);
-  for (int32_t i = 0; i < c.num_layers; ++i) Layer(i, batch, kv, pool);
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    Layer(i, batch, kv, pool);
+    on_layer();
+  }
 
   // The last residual add and the final norm, only for the rows that sample.
   const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());

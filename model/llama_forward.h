@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+
 #include "kernels/parallel.h"
 #include "model/config.h"
 #include "model/llama_forward_weights.h"
@@ -41,9 +43,10 @@ class LlamaForward {
   // config and weights must outlive this object.
   LlamaForward(const ModelConfig& config, const LlamaWeights& weights);
 
-  // Runs the batch; writes [logit_rows.size(), vocab] logits.
+  // Runs the batch; writes [logit_rows.size(), vocab] logits. on_layer runs
+  // after each layer (progress for the engine's liveness).
   void Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool,
-           std::vector<float>& logits);
+           std::vector<float>& logits, absl::FunctionRef<void()> on_layer = [] {});
 
  private:
   void Layer(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);

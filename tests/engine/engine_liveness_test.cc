@@ -47,6 +47,23 @@ TEST_F(EngineTest, HungStepIsStalledOnceTheTimeoutPasses) {
   EXPECT_GT(after.last_progress, before.last_progress);
 }
 
+TEST_F(EngineTest, LongStepThatAdvancesIsNotStalled) {
+  Engine& engine = StartEngine();
+  executor().PauseAtStep(3);
+  auto sink = std::make_shared<RecordingSink>();
+  SubmitOk(Prompt({10}, 4), sink);
+  executor().WaitUntilPaused();
+  for (int layer = 0; layer < 3; ++layer) {  // a step far longer than the timeout
+    clock_.Advance(absl::Seconds(50));
+    executor().AdvanceProgress();
+    EXPECT_FALSE(engine.Stalled(kStallTimeout)) << "after layer " << layer;
+  }
+  clock_.Advance(kStallTimeout + absl::Seconds(1));  // then nothing moves
+  EXPECT_TRUE(engine.Stalled(kStallTimeout));
+  executor().Release();
+  ASSERT_TRUE(sink->WaitFinished());
+}
+
 TEST_F(EngineTest, AbortAtTheDeadlineCountsAsDeadline) {
   // The client's cancellation for its deadline reaches the engine before the
   // engine's own expiry does.
