@@ -1,6 +1,8 @@
 #include "model/gguf_weights.h"
 
 #include <cstring>
+#include <iterator>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,18 @@
 
 namespace loom {
 namespace {
+
+// ggml's names of its tensor types, by id (ids 4 and 5 are retired).
+std::string GgmlTypeName(uint32_t type) {
+  static constexpr const char* kNames[] = {
+      "F32",      "F16",      "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+      "Q8_0",     "Q8_1",     "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+      "IQ2_XXS",  "IQ2_XS",   "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+      "I8",       "I16",      "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "Q4_0_4_4",
+      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",   "TQ2_0"};
+  if (type < std::size(kNames)) return kNames[type];
+  return absl::StrCat("unknown type ", type);
+}
 
 absl::StatusOr<DType> ToDType(const GgufTensorInfo& info) {
   switch (static_cast<GgmlType>(info.type)) {
@@ -26,7 +40,8 @@ absl::StatusOr<DType> ToDType(const GgufTensorInfo& info) {
     default:
       break;
   }
-  return absl::UnimplementedError(absl::StrCat("tensor ", info.name, " has ggml type ", info.type,
+  return absl::UnimplementedError(absl::StrCat("tensor ", info.name, " has ggml type ",
+                                               GgmlTypeName(info.type),
                                                "; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1"));
 }
 

@@ -17,6 +17,7 @@
 
 #include "base/check.h"
 #include "base/float16.h"
+#include "kernels/cpu/dequant_blocks.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_reduce.h"
 
@@ -345,7 +346,7 @@ const Kernels& KernelsFor(QuantType type, SimdLevel level) {
       return KernelsOfLevel<QuantType::kQ8_0>(level);
     case QuantType::kQ4_0:
       return KernelsOfLevel<QuantType::kQ4_0>(level);
-    case QuantType::kQ4_1:
+    default:
       break;
   }
   return KernelsOfLevel<QuantType::kQ4_1>(level);
@@ -354,38 +355,45 @@ const Kernels& KernelsFor(QuantType type, SimdLevel level) {
 }  // namespace
 
 const char* QuantTypeName(QuantType type) {
-  switch (type) {
-    case QuantType::kQ8_0:
-      return "q8_0";
-    case QuantType::kQ4_0:
-      return "q4_0";
-    case QuantType::kQ4_1:
-      break;
-  }
-  return "q4_1";
+  static constexpr const char* kNames[] = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                           "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+  return kNames[static_cast<int>(type)];
+}
+
+int QuantBlockValues(QuantType type) {
+  const WideFormat* wide = WideFormatOf(type);
+  return wide != nullptr ? wide->values : kQuantBlock;
 }
 
 int64_t QuantBlockBytes(QuantType type) {
+  if (const WideFormat* wide = WideFormatOf(type)) return wide->bytes;
   switch (type) {
     case QuantType::kQ8_0:
       return kBlockBytes<QuantType::kQ8_0>;
     case QuantType::kQ4_0:
       return kBlockBytes<QuantType::kQ4_0>;
-    case QuantType::kQ4_1:
+    default:
       break;
   }
   return kBlockBytes<QuantType::kQ4_1>;
 }
 
 void DequantizeBlocks(QuantType type, const void* blocks, int64_t count, float* out) {
-  LOOM_CHECK_EQ(count % kQuantBlock, 0);
+  LOOM_CHECK_EQ(count % QuantBlockValues(type), 0);
+  if (const WideFormat* wide = WideFormatOf(type)) {
+    const auto* b = static_cast<const std::byte*>(blocks);
+    for (int64_t i = 0; i < count / wide->values; ++i) {
+      wide->decode(b + i * wide->bytes, out + i * wide->values);
+    }
+    return;
+  }
   KernelsFor(type, SimdLevel::kScalar)
       .dequant(static_cast<const std::byte*>(blocks), count / kQuantBlock, out);
 }
 
 void MatmulQuantRef(const MatmulQuantParams& p) {
-  LOOM_CHECK_EQ(p.k % kQuantBlock, 0);
-  const int64_t row_bytes = p.k / kQuantBlock * QuantBlockBytes(p.type);
+  LOOM_CHECK_EQ(p.k % QuantBlockValues(p.type), 0);
+  const int64_t row_bytes = p.k / QuantBlockValues(p.type) * QuantBlockBytes(p.type);
   std::vector<float> w(p.k);
   for (int32_t j = 0; j < p.n; ++j) {
     DequantizeBlocks(p.type, static_cast<const std::byte*>(p.w) + j * row_bytes, p.k, w.data());
@@ -401,24 +409,29 @@ void MatmulQuantRef(const MatmulQuantParams& p) {
 }
 
 void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level) {
-  LOOM_CHECK_EQ(p.k % kQuantBlock, 0);
+  LOOM_CHECK_EQ(p.k % QuantBlockValues(p.type), 0);
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
   level = WithF16c(level);
+  const WideFormat* wide = WideFormatOf(p.type);
   const Kernels& kernels = KernelsFor(p.type, level);
   const auto* w = static_cast<const std::byte*>(p.w);
-  const int blocks = p.k / kQuantBlock;
+  const int blocks = p.k / QuantBlockValues(p.type);
   const int64_t row_bytes = blocks * QuantBlockBytes(p.type);
   const int64_t even = (p.n + pool.NumThreads() - 1) / pool.NumThreads();
   const int64_t rows_per_task =
       std::clamp<int64_t>((even + kNr - 1) / kNr * kNr, kRowsPerSlice, kMaxRowsPerTask);
-  if (p.m >= kWidenMinRows) {
+  if (p.m >= kWidenMinRows || wide != nullptr) {
     pool.Run(p.n, rows_per_task, [&](int64_t n_begin, int64_t n_end) {
       thread_local std::vector<float> w_f32;
       w_f32.resize(static_cast<size_t>(kRowsPerSlice) * p.k);
       for (int64_t begin = n_begin; begin < n_end; begin += kRowsPerSlice) {
         const int64_t rows = std::min(kRowsPerSlice, n_end - begin);
-        kernels.dequant(w + begin * row_bytes, rows * blocks, w_f32.data());
+        if (wide != nullptr) {
+          DequantizeBlocks(p.type, w + begin * row_bytes, rows * p.k, w_f32.data());
+        } else {
+          kernels.dequant(w + begin * row_bytes, rows * blocks, w_f32.data());
+        }
         MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + begin : nullptr, p.y + begin, p.m,
                       static_cast<int32_t>(rows), p.k, p.ldx, p.ldy},
                      level);

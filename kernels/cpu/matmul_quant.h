@@ -1,9 +1,10 @@
-// y = x W^T with W kept in ggml's quantized blocks (Q8_0, Q4_0, Q4_1; 0.56 to
-// 1.06 bytes per weight instead of bfloat16's 2, and weight bytes are what
-// bound decode on the CPU), x and y float32. Blocks are decoded to float32
-// exactly as the GGUF dequantizer does (in registers for a few rows of x, per
-// task slice for more) and multiplied in float32 like Matmul, so the result is
-// bit-identical to dequantizing W and calling Matmul, for any m.
+// y = x W^T with W kept in ggml's quantized blocks (0.56 to 1.06 bytes per
+// weight instead of bfloat16's 2, and weight bytes are what bound decode on
+// the CPU), x and y float32. Blocks are decoded to float32 exactly as the GGUF
+// dequantizer does (Q8_0, Q4_0, Q4_1 in registers for a few rows of x, per
+// task slice for more; the other types per task slice at every m) and
+// multiplied in float32 like Matmul, so the result is bit-identical to
+// dequantizing W and calling Matmul, for any m.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +15,20 @@
 
 namespace loom::kernels::cpu {
 
-enum class QuantType { kQ8_0, kQ4_0, kQ4_1 };
+// Q8_0, Q4_0, Q4_1 decode in the matmul's registers; the others are widened
+// to float32 per slice of W (at every m) and multiplied by Matmul's kernels.
+enum class QuantType { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
 
 const char* QuantTypeName(QuantType type);
-// Bytes of one block of kQuantBlock values.
+// Values in one block: kQuantBlock, or kSuperBlock for the K-quants.
+int QuantBlockValues(QuantType type);
+// Bytes of one block of QuantBlockValues values.
 int64_t QuantBlockBytes(QuantType type);
 
 struct MatmulQuantParams {
   const float* x = nullptr;  // [m, k], row stride ldx
-  // [n, k / kQuantBlock] blocks of `type`, rows contiguous; k % kQuantBlock == 0.
+  // [n, k / QuantBlockValues] blocks of `type`, rows contiguous; k a multiple
+  // of QuantBlockValues(type).
   const void* w = nullptr;
   QuantType type = QuantType::kQ4_0;
   const float* bias = nullptr;  // [n] or null
@@ -34,8 +40,9 @@ struct MatmulQuantParams {
   int32_t ldy = 0;
 };
 
-// `count` values (a multiple of kQuantBlock) of blocks to float32, value by
-// value as ggml's dequantizer: d * q (Q8_0), d * (q - 8) (Q4_0), d * q + m (Q4_1).
+// `count` values (a multiple of QuantBlockValues) of blocks to float32, value
+// by value as ggml's dequantizer: d * q (Q8_0), d * (q - 8) (Q4_0), d * q + m
+// (Q4_1), and dequant_blocks.h for the others.
 void DequantizeBlocks(QuantType type, const void* blocks, int64_t count, float* out);
 
 // Dequantized W times x with double accumulation.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
 #include "model/gguf_file.h"
@@ -247,6 +248,18 @@ TEST(GgufTest, QkRowsAreUnpermutedToHuggingFaceOrder) {
       EXPECT_EQ(got, expected) << name;
     }
   }
+}
+
+// A type the parser can size but the loader does not decode is named by its
+// ggml name.
+TEST(GgufTest, UnsupportedTypeIsNamed) {
+  auto gguf = ParseBytes(TinyLlamaGguf(Ramp(64 * 64, 1), Ramp(32 * 64, 1), GgmlType::kQ5_0));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  absl::StatusOr<ModelConfig> config = ConfigFromGguf(**gguf);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<WeightStore>> w = LoadGgufWeights(**gguf, *config);
+  ASSERT_FALSE(w.ok());
+  EXPECT_THAT(w.status().message(), ::testing::HasSubstr("has ggml type Q5_0")) << w.status();
 }
 
 TEST(WeightsTest, HalfAndBFloat16Conversions) {

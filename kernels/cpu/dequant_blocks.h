@@ -1,0 +1,31 @@
+// Scalar decoders of ggml's Q5_0, Q5_1 and K-quant blocks to float32, value by
+// value with the float operations (and their order) of ggml's reference
+// dequantizer, so that a GGUF tensor decodes to the floats llama.cpp gives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/matmul_quant.h"
+
+namespace loom::kernels::cpu {
+
+// Each decodes one block: 32 values (Q5_0, Q5_1) or 256 (the K-quants).
+void DecodeQ5_0(const std::byte* block, float* out);
+void DecodeQ5_1(const std::byte* block, float* out);
+void DecodeQ2_K(const std::byte* block, float* out);
+void DecodeQ3_K(const std::byte* block, float* out);
+void DecodeQ4_K(const std::byte* block, float* out);
+void DecodeQ5_K(const std::byte* block, float* out);
+void DecodeQ6_K(const std::byte* block, float* out);
+
+// A block type without register decoders: its size and its decoder.
+struct WideFormat {
+  int values;  // per block
+  int64_t bytes;
+  void (*decode)(const std::byte* block, float* out);
+};
+// Null for Q8_0, Q4_0, Q4_1 (matmul_quant.cc decodes those).
+const WideFormat* WideFormatOf(QuantType type);
+
+}  // namespace loom::kernels::cpu
