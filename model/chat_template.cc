@@ -1,5 +1,6 @@
 #include "model/chat_template.h"
 
+#include "absl/strings/str_cat.h"
 #include "model/chat_template_ast.h"
 
 namespace loom {
@@ -9,6 +10,11 @@ ChatTemplate::~ChatTemplate() = default;
 absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromJinja(std::string source,
                                                                       std::string bos_token,
                                                                       std::string eos_token) {
+  if (source.size() > jinja::kMaxSourceBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("chat template: source of ", source.size(),
+                                                     " bytes exceeds the limit of ",
+                                                     jinja::kMaxSourceBytes, " bytes"));
+  }
   absl::StatusOr<jinja::NodeList> nodes = jinja::Parse(source);
   if (!nodes.ok()) return nodes.status();
   std::unique_ptr<ChatTemplate> t(new ChatTemplate());

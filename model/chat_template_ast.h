@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace loom::jinja {
 
@@ -113,6 +114,27 @@ struct Node {
 struct Program {
   NodeList nodes;
 };
+
+// Limits on what an untrusted template may do. Exceeding one is
+// RESOURCE_EXHAUSTED (INVALID_ARGUMENT for nesting), naming the limit.
+inline constexpr size_t kMaxSourceBytes = 1u << 20;   // template source
+inline constexpr int kMaxParseDepth = 128;            // block and expression nesting
+inline constexpr int kMaxEvalDepth = 256;             // expression evaluation
+inline constexpr int64_t kMaxSteps = 10'000'000;      // nodes, loop iterations, evaluations
+inline constexpr size_t kMaxStringBytes = 64u << 20;  // any one string value
+inline constexpr size_t kMaxOutputBytes = 64u << 20;  // the rendered prompt
+// Bytes of strings and list items built by one render, in total.
+inline constexpr size_t kMaxBuiltBytes = 256u << 20;
+
+// OK when a string of `bytes` may be built.
+absl::Status CheckStringSize(size_t bytes);
+// parts joined by sep, or RESOURCE_EXHAUSTED before building a string over
+// kMaxStringBytes.
+absl::StatusOr<std::string> JoinChecked(const std::vector<std::string>& parts,
+                                        absl::string_view sep);
+// Every occurrence of from (not empty) in s replaced by to, checked likewise.
+absl::StatusOr<std::string> ReplaceChecked(absl::string_view s, absl::string_view from,
+                                           absl::string_view to);
 
 // Parses template source with transformers' settings (trim_blocks,
 // lstrip_blocks). UNIMPLEMENTED for tags outside the subset.

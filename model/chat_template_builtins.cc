@@ -7,7 +7,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "model/tokenizer_utf8.h"
 
@@ -18,6 +17,11 @@ constexpr int64_t kMaxRange = 1'000'000;
 
 absl::Status TypeError(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("chat template error: ", what));
+}
+
+absl::StatusOr<Value> StringValue(absl::StatusOr<std::string> s) {
+  if (!s.ok()) return s.status();
+  return Value(*std::move(s));
 }
 
 absl::Status Unsupported(absl::string_view kind, absl::string_view name) {
@@ -185,8 +189,14 @@ absl::StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Valu
     }
   }
   if (op == "*" && a.is_string() && b.is_int()) {
+    const size_t times = static_cast<size_t>(std::max<int64_t>(b.as_int(), 0));
+    const size_t unit = a.as_string().size();
+    if (unit > 0 && times > kMaxStringBytes / unit) {
+      return CheckStringSize(times > SIZE_MAX / unit ? SIZE_MAX : unit * times);
+    }
     std::string out;
-    for (int64_t i = 0; i < std::min<int64_t>(b.as_int(), kMaxRange); ++i) out += a.as_string();
+    out.reserve(unit * times);
+    for (size_t i = 0; i < times; ++i) out += a.as_string();
     return Value(std::move(out));
   }
   if (!a.is_number() || !b.is_number() || a.is_bool() || b.is_bool()) {
@@ -288,13 +298,13 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const std::vector<Val
     if (!v.is_list()) return TypeError("join needs a list");
     std::vector<std::string> parts;
     for (const Value& item : v.list()) parts.push_back(item.ToString());
-    return Value(absl::StrJoin(parts, OptString(args, 1).value_or("")));
+    return StringValue(JoinChecked(parts, OptString(args, 1).value_or("")));
   }
   if (name == "replace") {
     if (args.size() < 3 || !args[1].is_string() || !args[2].is_string()) {
       return TypeError("replace needs two strings");
     }
-    return Value(absl::StrReplaceAll(v.ToString(), {{args[1].as_string(), args[2].as_string()}}));
+    return StringValue(ReplaceChecked(v.ToString(), args[1].as_string(), args[2].as_string()));
   }
   if (name == "list") {
     if (v.is_list()) return v;
@@ -401,7 +411,7 @@ absl::StatusOr<Value> CallMethod(const Value& object, const std::string& name,
     if (name == "replace") {
       std::optional<std::string> from = OptString(args, 0), to = OptString(args, 1);
       if (!from || !to || from->empty()) return TypeError("replace needs two strings");
-      return Value(absl::StrReplaceAll(s, {{*from, *to}}));
+      return StringValue(ReplaceChecked(s, *from, *to));
     }
     if (name == "split") {
       Value::List parts;
@@ -419,7 +429,7 @@ absl::StatusOr<Value> CallMethod(const Value& object, const std::string& name,
       if (args.empty() || !args[0].is_list()) return TypeError("join needs a list");
       std::vector<std::string> parts;
       for (const Value& item : args[0].list()) parts.push_back(item.ToString());
-      return Value(absl::StrJoin(parts, s));
+      return StringValue(JoinChecked(parts, s));
     }
   }
   if (object.is_dict()) {

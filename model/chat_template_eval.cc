@@ -15,12 +15,28 @@
 namespace loom::jinja {
 namespace {
 
-constexpr int64_t kMaxSteps = 10'000'000;  // evaluations per render
-constexpr size_t kMaxOutput = 256u << 20;  // bytes per render
-constexpr int kMaxEvalDepth = 256;
-
 absl::Status TypeError(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("chat template error: ", what));
+}
+
+absl::Status Exhausted(absl::string_view what, size_t limit) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("chat template: ", what, " exceeds the limit of ", limit));
+}
+
+// Bytes a freshly built value holds beyond shared lists and dicts.
+size_t BuiltBytes(const Value& v) {
+  auto item = [](const Value& x) {
+    return sizeof(Value) + (x.is_string() ? x.as_string().size() : 0);
+  };
+  if (v.is_string()) return v.as_string().size();
+  size_t bytes = 0;
+  if (v.is_list()) {
+    for (const Value& x : v.list()) bytes += item(x);
+  } else if (v.is_dict()) {
+    for (const auto& [k, x] : v.dict()) bytes += k.size() + item(x);
+  }
+  return bytes;
 }
 
 class Renderer {
@@ -34,6 +50,11 @@ class Renderer {
   enum class Flow { kNormal, kBreak, kContinue };
 
   absl::Status RenderFor(const Node& n, std::string& out);
+  absl::StatusOr<Value> EvalNode(const Expr& e);
+  absl::Status Step();
+  absl::Status Append(std::string_view text, std::string& out);
+  // Counts bytes built against kMaxBuiltBytes.
+  absl::Status Charge(size_t bytes);
   absl::StatusOr<Value> EvalBinary(const Expr& e);
   absl::StatusOr<Value> EvalCall(const Expr& e);
   absl::StatusOr<std::vector<Value>> EvalArgs(const Expr& e, size_t first);
@@ -43,7 +64,30 @@ class Renderer {
   Flow flow_ = Flow::kNormal;
   int64_t steps_ = 0;
   int depth_ = 0;
+  size_t built_ = 0;
 };
+
+absl::Status Renderer::Step() {
+  if (++steps_ <= kMaxSteps) return absl::OkStatus();
+  return Exhausted("the number of rendering steps", kMaxSteps);
+}
+
+absl::Status Renderer::Append(std::string_view text, std::string& out) {
+  if (text.size() > kMaxOutputBytes - out.size()) {
+    return Exhausted(absl::StrCat("output of ", out.size() + text.size(), " bytes"),
+                     kMaxOutputBytes);
+  }
+  out += text;
+  return absl::OkStatus();
+}
+
+absl::Status Renderer::Charge(size_t bytes) {
+  if (bytes <= kMaxBuiltBytes - built_) {
+    built_ += bytes;
+    return absl::OkStatus();
+  }
+  return Exhausted("the bytes of strings and lists built in one render", kMaxBuiltBytes);
+}
 
 Value Renderer::Lookup(const std::string& name) const {
   for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
@@ -56,17 +100,15 @@ Value Renderer::Lookup(const std::string& name) const {
 absl::Status Renderer::RenderNodes(const NodeList& nodes, std::string& out) {
   for (const Node& n : nodes) {
     if (flow_ != Flow::kNormal) return absl::OkStatus();
-    if (++steps_ > kMaxSteps || out.size() > kMaxOutput) {
-      return absl::ResourceExhaustedError("chat template: rendering takes too long");
-    }
+    if (absl::Status s = Step(); !s.ok()) return s;
     switch (n.kind) {
       case Node::Kind::kText:
-        out += n.text;
+        if (absl::Status s = Append(n.text, out); !s.ok()) return s;
         break;
       case Node::Kind::kOutput: {
         absl::StatusOr<Value> v = Eval(*n.expr);
         if (!v.ok()) return v.status();
-        out += v->ToString();
+        if (absl::Status s = Append(v->ToString(), out); !s.ok()) return s;
         break;
       }
       case Node::Kind::kIf:
@@ -115,6 +157,11 @@ absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
   absl::StatusOr<Value> iterable = Eval(*n.expr);
   if (!iterable.ok()) return iterable.status();
   std::vector<Value> items;
+  // A string iterates as one new value per byte; lists and dicts only copy
+  // values that exist already.
+  if (iterable->is_string()) {
+    if (absl::Status s = Charge(iterable->as_string().size() * sizeof(Value)); !s.ok()) return s;
+  }
   if (iterable->is_list()) {
     items = iterable->list();
   } else if (iterable->is_dict()) {
@@ -139,6 +186,7 @@ absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
   if (n.filter != nullptr) {
     std::vector<Value> kept;
     for (const Value& item : items) {
+      if (absl::Status s = Step(); !s.ok()) return s;
       if (absl::Status s = bind(item); !s.ok()) return s;
       absl::StatusOr<Value> keep = Eval(*n.filter);
       if (!keep.ok()) return keep.status();
@@ -148,6 +196,7 @@ absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
   }
   const int64_t length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
+    if (absl::Status s = Step(); !s.ok()) return s;
     if (absl::Status s = bind(items[i]); !s.ok()) return s;
     Value::Dict loop = {{"index", Value(i + 1)},         {"index0", Value(i)},
                         {"revindex", Value(length - i)}, {"revindex0", Value(length - i - 1)},
@@ -179,13 +228,28 @@ absl::StatusOr<std::vector<Value>> Renderer::EvalArgs(const Expr& e, size_t firs
 }
 
 absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
-  if (++steps_ > kMaxSteps) return absl::ResourceExhaustedError("chat template: too many steps");
+  if (absl::Status s = Step(); !s.ok()) return s;
   struct Depth {
     int& d;
     explicit Depth(int& depth) : d(depth) { ++d; }
     ~Depth() { --d; }
   } depth(depth_);
-  if (depth_ > kMaxEvalDepth) return TypeError("expression nested too deep");
+  if (depth_ > kMaxEvalDepth) {
+    return TypeError(absl::StrCat("expression nested deeper than ", kMaxEvalDepth));
+  }
+  absl::StatusOr<Value> v = EvalNode(e);
+  // Names, attributes and literals hand out values that exist already.
+  const bool built = e.kind != Expr::Kind::kLiteral && e.kind != Expr::Kind::kName &&
+                     e.kind != Expr::Kind::kAttr && e.kind != Expr::Kind::kIndex;
+  if (!v.ok() || !built) return v;
+  if (v->is_string()) {
+    if (absl::Status s = CheckStringSize(v->as_string().size()); !s.ok()) return s;
+  }
+  if (absl::Status s = Charge(BuiltBytes(*v)); !s.ok()) return s;
+  return v;
+}
+
+absl::StatusOr<Value> Renderer::EvalNode(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       return e.value;

@@ -6,11 +6,6 @@
 #include "model/chat_template_lexer.h"
 
 namespace loom::jinja {
-namespace {
-
-constexpr int kMaxDepth = 64;
-
-}  // namespace
 
 // Recursive descent over the token stream, following Jinja's precedence:
 // ternary < or < and < not < comparison < ~ < + - < * / // % < ** < unary <
@@ -91,10 +86,25 @@ class DepthGuard {
  public:
   explicit DepthGuard(int& depth) : depth_(depth) { ++depth_; }
   ~DepthGuard() { --depth_; }
-  bool exceeded() const { return depth_ > kMaxDepth; }
+  bool exceeded() const { return depth_ > kMaxParseDepth; }
 
  private:
   int& depth_;
+};
+
+// Left-associative chains (a + b + c, x.y.z, x|f|g) nest one level per link.
+class ChainGuard {
+ public:
+  explicit ChainGuard(int& depth) : depth_(depth) {}
+  ~ChainGuard() { depth_ -= links_; }
+  bool Extend() {
+    ++links_;
+    return ++depth_ <= kMaxParseDepth;
+  }
+
+ private:
+  int& depth_;
+  int links_ = 0;
 };
 
 }  // namespace
@@ -245,7 +255,9 @@ absl::StatusOr<ExprPtr> Parser::ParseExpression() {
 absl::StatusOr<ExprPtr> Parser::ParseKeywordChain(std::string_view op,
                                                   absl::StatusOr<ExprPtr> (Parser::*operand)()) {
   absl::StatusOr<ExprPtr> left = (this->*operand)();
+  ChainGuard chain(depth_);
   while (left.ok() && IsName(op)) {
+    if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
     Next();
     absl::StatusOr<ExprPtr> right = (this->*operand)();
     if (!right.ok()) return right.status();
@@ -275,7 +287,9 @@ absl::StatusOr<ExprPtr> Parser::ParseNot() {
 
 absl::StatusOr<ExprPtr> Parser::ParseCompare() {
   absl::StatusOr<ExprPtr> left = ParseBinary(0);
+  ChainGuard chain(depth_);
   while (left.ok()) {
+    if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
     std::string op;
     if (IsOp("==") || IsOp("!=") || IsOp("<") || IsOp(">") || IsOp("<=") || IsOp(">=")) {
       op = Next().text;
@@ -305,7 +319,9 @@ absl::StatusOr<ExprPtr> Parser::ParseBinary(int level) {
       {"~"}, {"+", "-"}, {"*", "/", "//", "%"}, {"**"}};
   if (level == static_cast<int>(kLevels.size())) return ParseUnary();
   absl::StatusOr<ExprPtr> left = ParseBinary(level + 1);
+  ChainGuard chain(depth_);
   while (left.ok()) {
+    if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
     std::string op;
     for (std::string_view candidate : kLevels[level]) {
       if (IsOp(candidate)) op = candidate;
@@ -360,7 +376,9 @@ absl::Status Parser::ParseArgs(Expr& call) {
 }
 
 absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
+  ChainGuard chain(depth_);
   while (true) {
+    if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
     if (IsOp(".")) {
       Next();
       absl::StatusOr<std::string> attr = ExpectName();
@@ -401,7 +419,9 @@ absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseFilters(ExprPtr node) {
+  ChainGuard chain(depth_);
   while (true) {
+    if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
     if (IsOp("|")) {
       Next();
       absl::StatusOr<std::string> name = ExpectName();

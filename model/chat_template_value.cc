@@ -2,6 +2,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "model/chat_template_ast.h"
 
 namespace loom::jinja {
@@ -189,6 +191,40 @@ const char* Value::TypeName() const {
   if (is_string()) return "string";
   if (is_list()) return "list";
   return "dict";
+}
+
+absl::Status CheckStringSize(size_t bytes) {
+  if (bytes <= kMaxStringBytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("chat template: a string of ", bytes,
+                                                   " bytes exceeds the limit of ", kMaxStringBytes,
+                                                   " bytes"));
+}
+
+absl::StatusOr<std::string> JoinChecked(const std::vector<std::string>& parts,
+                                        absl::string_view sep) {
+  size_t bytes = parts.empty() ? 0 : sep.size() * (parts.size() - 1);
+  for (const std::string& p : parts) bytes += p.size();
+  if (absl::Status s = CheckStringSize(bytes); !s.ok()) return s;
+  return absl::StrJoin(parts, sep);
+}
+
+absl::StatusOr<std::string> ReplaceChecked(absl::string_view s, absl::string_view from,
+                                           absl::string_view to) {
+  // absl (like the filter) leaves an empty `from` alone: only longer `to` grows.
+  if (!from.empty() && to.size() > from.size()) {
+    size_t matches = 0;
+    for (size_t at = s.find(from); at != absl::string_view::npos;
+         at = s.find(from, at + from.size())) {
+      ++matches;
+    }
+    size_t bytes = 0;
+    if (__builtin_mul_overflow(matches, to.size() - from.size(), &bytes) ||
+        __builtin_add_overflow(bytes, s.size(), &bytes)) {
+      bytes = SIZE_MAX;
+    }
+    if (absl::Status st = CheckStringSize(bytes); !st.ok()) return st;
+  }
+  return absl::StrReplaceAll(s, {{from, to}});
 }
 
 }  // namespace loom::jinja

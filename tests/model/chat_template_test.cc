@@ -126,6 +126,62 @@ TEST(ChatTemplateTest, UnsupportedConstructsFailCleanly) {
   EXPECT_FALSE(RenderSource("{% for i in range(100000000) %}{% endfor %}").ok());
 }
 
+// Every limit fails with its own message, whatever the template tries.
+void ExpectExhausted(const std::string& source, const std::string& message_part) {
+  absl::StatusOr<std::string> r = RenderSource(source);
+  ASSERT_FALSE(r.ok()) << source.substr(0, 80);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find(message_part), std::string::npos) << r.status();
+}
+
+TEST(ChatTemplateTest, HostileTemplatesHitLimitsNotMemory) {
+  // 10^12 bytes: refused before anything is allocated.
+  ExpectExhausted("{{ ('x' * 1000000) * 1000000 }}", "a string of 1000000000000 bytes");
+  ExpectExhausted("{{ 'x' * 9223372036854775807 }}", "exceeds the limit of 67108864 bytes");
+  ExpectExhausted("{{ ('x' * 60000000) ~ ('x' * 60000000) }}", "a string of 120000000 bytes");
+  ExpectExhausted("{{ ('x' * 1000000).replace('x', '" + std::string(80, 'y') + "') }}",
+                  "a string of 80000000 bytes");
+  ExpectExhausted("{{ ('x' * 1000000) | replace('x', '" + std::string(80, 'y') + "') }}",
+                  "a string of 80000000 bytes");
+  ExpectExhausted("{{ range(100000) | join('x' * 1000) }}", "exceeds the limit of 67108864 bytes");
+  // Each string fits, but together they would not.
+  ExpectExhausted(
+      "{% set ns = namespace(l=[]) %}{% for i in range(100) %}"
+      "{% set ns.l = ns.l + ['x' * 10000000] %}{% endfor %}",
+      "built in one render");
+  ExpectExhausted("{% for i in range(40) %}{{ 'x' * 10000000 }}{% endfor %}",
+                  "output of 70000000 bytes");
+  // Loops with empty bodies count too: 10^12 iterations would never end.
+  ExpectExhausted(
+      "{% set r = range(1000000) %}{% for a in r %}{% for b in r %}{% endfor %}{% endfor %}",
+      "rendering steps exceeds the limit of 10000000");
+  EXPECT_EQ(ChatTemplate::FromJinja(std::string(2u << 20, 'x'), "", "").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // One new value per character of a 60 MB string is over the budget too.
+  ExpectExhausted("{% for c in 'x' * 60000000 %}{% endfor %}", "built in one render");
+}
+
+TEST(ChatTemplateTest, LongChainsFailAtParseWithoutDeepRecursion) {
+  // A left-associative chain nests one level per link; half a million links
+  // would overflow the stack when the tree is freed.
+  auto chain = [](const std::string& link, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += link;
+    return s;
+  };
+  for (const std::string& links :
+       {chain("+1", 200000), chain(".a", 200000), chain("|e", 200000), chain(" or 1", 200000),
+        chain("==1", 200000), chain("[0]", 200000), chain("(1)", 200000)}) {
+    absl::StatusOr<std::unique_ptr<ChatTemplate>> t =
+        ChatTemplate::FromJinja("{{ 1" + links + " }}", "", "");
+    ASSERT_FALSE(t.ok()) << links.substr(0, 10);
+    EXPECT_NE(t.status().message().find("nested too deep"), std::string::npos) << t.status();
+  }
+  std::string ok = "{{ 1";
+  for (int i = 0; i < 100; ++i) ok += "+1";
+  EXPECT_EQ(*RenderSource(ok + " }}"), "101");
+}
+
 TEST(ChatTemplateTest, RandomGarbageNeverCrashes) {
   const std::string alphabet = "{}%#-+()[]'\".|,:=~ abcdefiorsnt0123\n";
   std::mt19937 rng(7);
