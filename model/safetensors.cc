@@ -18,6 +18,20 @@ absl::Status Bad(const std::string& path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
+// The product of the dims must fit in 2^62 elements: a crafted shape such as
+// [2^40, 2^40] would otherwise overflow the byte-size arithmetic.
+absl::Status CheckElementCount(const std::string& path, const std::string& name,
+                               const std::vector<int64_t>& shape, int64_t count) {
+  constexpr int64_t kMaxElements = int64_t{1} << 62;
+  for (int64_t d : shape) {
+    if (d <= 0 || count > kMaxElements / d) {
+      return Bad(path, absl::StrCat("tensor ", name, ": element count of its shape exceeds 2^62"));
+    }
+    count *= d;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoadFile(const std::string& path, WeightStore& store) {
   absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
   if (!file.ok()) return file.status();
@@ -58,6 +72,7 @@ absl::Status LoadFile(const std::string& path, WeightStore& store) {
       t.shape.push_back(d.get<int64_t>());
     }
     if (t.shape.empty()) t.shape.push_back(1);  // a scalar
+    if (absl::Status s = CheckElementCount(path, name, t.shape, 1); !s.ok()) return s;
     const json& off = entry["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
       return Bad(path, absl::StrCat("bad data_offsets for ", name));

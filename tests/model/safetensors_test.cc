@@ -137,6 +137,19 @@ std::string WriteFile(const std::string& name, const std::string& header, size_t
   return path;
 }
 
+TEST(SafetensorsTest, OverflowingShapeNamesTheTensorAndLimit) {
+  WeightStore store;
+  const absl::Status s = LoadSafetensorsFile(
+      WriteFile("overflow.safetensors",
+                R"({"w": {"dtype": "F32", "shape": [1099511627776, 1099511627776],)"
+                R"( "data_offsets": [0, 16]}})",
+                16),
+      store);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor w: element count"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2^62"), std::string::npos) << s.message();
+}
+
 TEST(SafetensorsTest, MalformedFilesAreErrors) {
   const std::string ok_header =
       R"({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}})";
@@ -161,6 +174,11 @@ TEST(SafetensorsTest, MalformedFilesAreErrors) {
        false},
       {"neg.safetensors", R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 16]}})", 16,
        false},
+      {"huge.safetensors",
+       R"({"w": {"dtype": "F32", "shape": [1099511627776, 1099511627776], "data_offsets": [0, 16]}})",
+       16, false},
+      {"past.safetensors", R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1600]}})",
+       16, false},
       {"order.safetensors", R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 16,
        false},
   };
