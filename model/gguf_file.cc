@@ -13,6 +13,35 @@ constexpr uint64_t kMaxDims = 4;
 constexpr int kMaxArrayDepth = 4;
 // Far above any vocabulary or merge list; bounds memory on hostile counts.
 constexpr uint64_t kMaxArrayLength = uint64_t{1} << 23;
+// Array values in the whole file: a few vocabularies' worth (a 262k-token
+// vocabulary has three arrays of 262k). Each costs a GgufValue in memory however
+// few bytes it takes in the file, so the file size alone does not bound them.
+constexpr uint64_t kMaxArrayValues = uint64_t{1} << 23;
+
+// The fewest bytes one value of the type takes in the file.
+uint64_t MinEncodedBytes(uint32_t type) {
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+      return 2;
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kFloat32:
+      return 4;
+    case GgufType::kString:  // its length
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+    case GgufType::kFloat64:
+      return 8;
+    case GgufType::kArray:  // element type and length
+      return 12;
+  }
+  return 1;
+}
 
 // Bytes per block and values per block of the ggml types whose size Loom knows.
 bool TypeBlock(uint32_t type, uint64_t& block_values, uint64_t& block_bytes) {
@@ -227,8 +256,15 @@ class GgufParser {
         uint32_t elem_type;
         uint64_t n;
         if (!ReadPod(elem_type) || !ReadPod(n)) return Truncated("array header");
-        if (n > Remaining() || n > kMaxArrayLength) {
-          return absl::InvalidArgumentError(absl::StrCat("array of ", n, " values is too long"));
+        if (n > kMaxArrayLength || n > Remaining() / MinEncodedBytes(elem_type)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("array of ", n, " values is too long: at most ", kMaxArrayLength,
+                           " values, and no more than the ", Remaining(), " bytes left hold"));
+        }
+        array_values_ += n;
+        if (array_values_ > kMaxArrayValues) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "metadata arrays hold more than ", kMaxArrayValues, " values in all"));
         }
         GgufValue::Array values;
         for (uint64_t i = 0; i < n; ++i) {
@@ -245,6 +281,7 @@ class GgufParser {
 
   std::span<const std::byte> bytes_;
   uint64_t pos_ = 0;
+  uint64_t array_values_ = 0;  // in all arrays read so far
 };
 
 std::optional<int64_t> GgufValue::AsInt() const {

@@ -1,5 +1,7 @@
 // Tokenizer construction from tokenizer.json (+ tokenizer_config.json) and
 // from GGUF metadata.
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,8 +19,11 @@ using nlohmann::json;
 
 class TokenizerBuilder {
  public:
+  // Ids may reach max(vocab entries + added tokens, config_vocab_size) - 1:
+  // a tiny file cannot make the tables huge.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(const json& tok,
-                                                             const json& tok_config);
+                                                             const json& tok_config,
+                                                             int64_t config_vocab_size = 0);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
   static std::unique_ptr<Tokenizer> ByteFallback(int32_t vocab_size);
 
@@ -136,7 +141,8 @@ absl::Status TokenizerBuilder::ReadNormalizer(const json& norm, Tokenizer& t) {
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json& tok,
-                                                                      const json& tok_config) {
+                                                                      const json& tok_config,
+                                                                      int64_t config_vocab_size) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   const json& model = tok.value("model", json::object());
   if (model.value("type", std::string("BPE")) != "BPE") {
@@ -145,10 +151,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json
   }
   const json& vocab = model.value("vocab", json::object());
   if (!vocab.is_object()) return Bad("model.vocab is not an object");
+  const json& added_tokens = tok.value("added_tokens", json::array());
+  const int64_t num_added = added_tokens.is_array() ? static_cast<int64_t>(added_tokens.size()) : 0;
+  const int64_t id_limit = std::min<int64_t>(
+      std::max<int64_t>(static_cast<int64_t>(vocab.size()) + num_added, config_vocab_size),
+      int64_t{1} << 24);
+  const auto out_of_range = [id_limit](int64_t id, absl::string_view what) {
+    return Bad(absl::StrCat(what, " id ", id, " is out of range: ids must be in [0, ", id_limit,
+                            ") (vocab entries plus added tokens, or config.json vocab_size)"));
+  };
   std::vector<std::string> pieces;
   for (const auto& [piece, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24)) {
-      return Bad(absl::StrCat("bad id for ", piece));
+    if (!id.is_number_integer()) return Bad(absl::StrCat("bad id for ", piece));
+    if (id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
+      return out_of_range(id.get<int64_t>(), absl::StrCat("model.vocab '", piece, "'"));
     }
     const size_t i = id.get<size_t>();
     if (i >= pieces.size()) pieces.resize(i + 1);
@@ -189,11 +205,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     t->model_->set_unk_id(t->model_->Find(model["unk_token"].get<std::string>()));
   }
-  for (const json& a : tok.value("added_tokens", json::array())) {
+  for (const json& a : added_tokens) {
     if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-        !a["content"].is_string() || a["id"].get<int64_t>() < 0 ||
-        a["id"].get<int64_t>() > (1 << 24)) {
+        !a["content"].is_string()) {
       return Bad("bad added_tokens entry");
+    }
+    if (a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= id_limit) {
+      return out_of_range(a["id"].get<int64_t>(), "added_tokens");
     }
     Tokenizer::AddedToken added;
     added.id = a["id"].get<int32_t>();
@@ -267,10 +285,20 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJson(const st
     if (!c.ok()) return c.status();
     if (c->is_object()) config = *std::move(c);
   }
+  // config.json's vocab_size, when it is there, may exceed the tokenizer's ids.
+  int64_t config_vocab_size = 0;
+  const auto model_config = std::filesystem::path(path).parent_path() / "config.json";
+  if (std::filesystem::exists(model_config, ec)) {
+    absl::StatusOr<json> c = ReadJson(model_config.string());
+    if (c.ok() && c->is_object() && c->contains("vocab_size") &&
+        (*c)["vocab_size"].is_number_integer()) {
+      config_vocab_size = (*c)["vocab_size"].get<int64_t>();
+    }
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> t;
   // nlohmann::json throws on a field of the wrong type: a malformed file.
   try {
-    t = TokenizerBuilder::FromJson(*tok, config);
+    t = TokenizerBuilder::FromJson(*tok, config, config_vocab_size);
   } catch (const json::exception& e) {
     t = Bad(e.what());
   }

@@ -50,6 +50,15 @@ class GgufWriter {
     for (const std::string& s : v) Str(kv_, s);
     ++num_kv_;
   }
+  // An array header of n values of elem, then payload_bytes zero bytes.
+  void KvArray(const std::string& key, GgufType elem, uint64_t n, size_t payload_bytes) {
+    Str(kv_, key);
+    Pod<uint32_t>(kv_, static_cast<uint32_t>(GgufType::kArray));
+    Pod<uint32_t>(kv_, static_cast<uint32_t>(elem));
+    Pod<uint64_t>(kv_, n);
+    kv_.insert(kv_.end(), payload_bytes, std::byte{0});
+    ++num_kv_;
+  }
   // ne in ggml order (ne[0] contiguous).
   void Tensor(const std::string& name, GgmlType type, std::vector<uint64_t> ne,
               const std::vector<std::byte>& data) {
@@ -325,6 +334,18 @@ TEST(GgufTest, RejectsBadHeaders) {
   EXPECT_FALSE(with(16, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}).ok());  // kv count
   EXPECT_FALSE(with(24, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}).ok());  // key length
   EXPECT_FALSE(ParseBytes({}).ok());
+}
+
+// An array may not declare more values than the bytes left could hold at its
+// element type's size: each value costs far more in memory than in the file.
+TEST(GgufTest, ArrayLongerThanTheFileCouldHoldIsRejectedBeforeReading) {
+  GgufWriter w;
+  w.KvString("general.architecture", "llama");
+  w.KvArray("huge", GgufType::kUint64, 1000, 4000);  // 1000 values need 8000 bytes
+  const absl::Status status = ParseBytes(w.Finish()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("array of 1000 values is too long"), absl::string_view::npos)
+      << status;
 }
 
 TEST(GgufTest, DefaultModel) {

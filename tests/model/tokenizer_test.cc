@@ -1,5 +1,7 @@
 #include "model/tokenizer.h"
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -110,6 +112,33 @@ std::vector<std::string> Split(const PreTokenizer& pre, std::string_view text) {
   std::vector<std::string_view> views;
   pre.Split(text, views);
   return std::vector<std::string>(views.begin(), views.end());
+}
+
+// A tiny file cannot make the tables huge: ids are bounded by the vocab
+// entries plus added tokens, or by config.json's vocab_size beside it.
+TEST(TokenizerTest, HugeIdsAreRejectedUnlessConfigVocabSizeAllowsThem) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "loom_tokenizer_huge_ids";
+  std::filesystem::create_directories(dir);
+  const auto write = [&dir](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+  };
+  write("tokenizer.json",
+        R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2000000000}, "merges": []},)"
+        R"( "pre_tokenizer": {"type": "ByteLevel"}})");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> huge =
+      Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(std::string(huge.status().message()),
+              ::testing::HasSubstr("model.vocab 'b' id 2000000000 is out of range: ids must be "
+                                   "in [0, 2)"));
+
+  write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 9}, "merges": []},)"
+                          R"( "pre_tokenizer": {"type": "ByteLevel"}})");
+  EXPECT_FALSE(Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string()).ok());
+  write("config.json", R"({"vocab_size": 10})");
+  EXPECT_TRUE(Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string()).ok());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PreTokenizerTest, TrailingSpaceRuleLeavesLastSpaceToTheWord) {
