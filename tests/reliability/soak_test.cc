@@ -4,6 +4,7 @@
 // in flight than the waiting queue holds. Every call must end with a status
 // its kind allows, and afterwards the server must hold nothing: no running or
 // waiting request, no used KV block, and resident memory within a bound.
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -18,7 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "loom/v1/generation.grpc.pb.h"
 #include "tests/integration/loomd_process.h"
@@ -36,6 +40,8 @@ constexpr int kWarmupRequests = 100;
 constexpr int kSoakRequests = 2000;
 constexpr int kMaxNumSeqs = 8;
 constexpr int kMaxQueued = 32;
+// --max_prompt_bytes for loomd, so that an oversized prompt stays small.
+constexpr int kMaxPromptBytes = 4096;
 // Calls in flight: well within what the server admits (aborted calls linger
 // in its queue until the engine loop sees the abort), except in bursts that
 // overflow the waiting queue (RESOURCE_EXHAUSTED) at the start of every 500.
@@ -76,6 +82,10 @@ std::string CodeName(grpc::StatusCode code) {
       return "DEADLINE_EXCEEDED";
     case grpc::RESOURCE_EXHAUSTED:
       return "RESOURCE_EXHAUSTED";
+    case grpc::INTERNAL:
+      return "INTERNAL";
+    case grpc::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
     default:
       return absl::StrCat("code ", code);
   }
@@ -101,6 +111,51 @@ std::set<grpc::StatusCode> Allowed(Kind kind) {
       return {grpc::INVALID_ARGUMENT};
   }
   return {};
+}
+
+// Bytes that do not decode as a GenerateRequest (a truncated varint, a field
+// of wire type 7, a length past the end, random bytes), sent raw through a
+// generic stub: gRPC's parser on loomd rejects each before loomd sees it.
+// loomd's callback-API handlers never run for a message that fails to
+// parse; gRPC then ends the call with UNIMPLEMENTED.
+// Returns the count per status.
+std::map<std::string, int> SendMalformed(const std::shared_ptr<grpc::Channel>& channel, int n) {
+  grpc::GenericStub stub(channel);
+  std::mt19937 rng(7);
+  std::map<std::string, int> counts;
+  for (int i = 0; i < n; ++i) {
+    std::string bytes;
+    switch (i % 4) {
+      case 0:
+        bytes = "\x08\xff\xff";
+        break;
+      case 1:
+        bytes = "\x0f\x01";
+        break;
+      case 2:
+        bytes = "\x12\x7f" + std::string(4, 'x');
+        break;
+      default:
+        for (int k = 0; k < 32; ++k) bytes.push_back(static_cast<char>(rng() | 0x80));
+        bytes[0] = '\xff';
+        break;
+    }
+    grpc::Slice slice(bytes);
+    const grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    absl::Notification done;
+    grpc::Status status;
+    stub.UnaryCall(&context, "/loom.v1.GenerationService/Generate", grpc::StubOptions(), &request,
+                   &response, [&](grpc::Status s) {
+                     status = std::move(s);
+                     done.Notify();
+                   });
+    done.WaitForNotification();
+    ++counts[CodeName(status.error_code())];
+  }
+  return counts;
 }
 
 class Workload {
@@ -184,10 +239,14 @@ class Workload {
     if (Uniform(0, 19) == 0) s.set_n(2);
   }
 
+  // One field out of its range: the validator's limits (request_validator.h)
+  // and the flag limits loomd runs with here (kMaxPromptBytes).
   void MakeInvalid(v1::GenerateRequest& r) {
-    switch (Uniform(0, 5)) {
+    v1::SamplingParams& sampling = *r.mutable_sampling();
+    v1::StoppingCriteria& stopping = *r.mutable_stopping();
+    switch (Uniform(0, 13)) {
       case 0:
-        r.mutable_sampling()->set_temperature(250);
+        sampling.set_temperature(250);
         break;
       case 1:
         r.set_prompt("");
@@ -196,13 +255,37 @@ class Workload {
         r.mutable_prompt_token_ids()->add_ids(vocab_size_ + 5);
         break;
       case 3:
-        for (int i = 0; i < 17; ++i) r.mutable_stopping()->add_stop(absl::StrCat("s", i));
+        for (int i = 0; i < 17; ++i) stopping.add_stop(absl::StrCat("s", i));
         break;
       case 4:
         r.set_logprobs(50);
         break;
+      case 5:
+        r.set_request_id(std::string(129, 'r'));
+        break;
+      case 6:
+        stopping.set_max_tokens(1u << 24);
+        break;
+      case 7:
+        for (int i = 0; i < 129; ++i) stopping.add_stop_token_ids(i);
+        break;
+      case 8:
+        r.set_cache_salt(std::string(257, 'c'));
+        break;
+      case 9:
+        for (int i = 0; i < 1025; ++i) (*sampling.mutable_logit_bias())[i] = 1;
+        break;
+      case 10:
+        r.set_priority(Uniform(0, 1) ? 1'000'001 : -1'000'001);
+        break;
+      case 11:
+        r.set_prompt(std::string(kMaxPromptBytes + 1, 'p'));
+        break;
+      case 12:
+        sampling.set_top_p(0);
+        break;
       default:
-        r.mutable_sampling()->set_top_p(0);
+        sampling.set_repetition_penalty(-1);
         break;
     }
   }
@@ -278,7 +361,8 @@ double MiB(double bytes) { return bytes / (1024.0 * 1024.0); }
 TEST(SoakTest, MixedRequestsEndAsExpectedAndLeaveNothingBehind) {
   absl::StatusOr<std::unique_ptr<testing::LoomdProcess>> loomd =
       testing::LoomdProcess::Start({absl::StrCat("--max_num_seqs=", kMaxNumSeqs),
-                                    absl::StrCat("--max_queued_requests=", kMaxQueued)});
+                                    absl::StrCat("--max_queued_requests=", kMaxQueued),
+                                    absl::StrCat("--max_prompt_bytes=", kMaxPromptBytes)});
   ASSERT_TRUE(loomd.ok()) << loomd.status();
   const std::optional<int> http_port = testing::HttpPortFromLog((*loomd)->log());
   ASSERT_TRUE(http_port.has_value()) << (*loomd)->log();
@@ -299,6 +383,7 @@ TEST(SoakTest, MixedRequestsEndAsExpectedAndLeaveNothingBehind) {
   }
   const absl::Time start = absl::Now();
   const Outcome soak = RunCalls(*stub, workload, kWarmupRequests, num_requests);
+  const std::map<std::string, int> malformed = SendMalformed((*loomd)->NewChannel(), 40);
   const absl::Duration elapsed = absl::Now() - start;
   absl::StatusOr<testing::ServerLoad> after = testing::WaitUntilIdle(*http_port, absl::Seconds(30));
   ASSERT_TRUE(after.ok()) << after.status();
@@ -308,6 +393,10 @@ TEST(SoakTest, MixedRequestsEndAsExpectedAndLeaveNothingBehind) {
                                num_requests / absl::ToDoubleSeconds(elapsed));
   for (const auto& [key, count] : soak.by_kind_and_status) {
     std::cout << absl::StrFormat("  %-34s %5d\n", key, count);
+  }
+  for (const auto& [code, count] : malformed) {
+    std::cout << absl::StrFormat("  %-34s %5d\n", absl::StrCat("malformed ", code), count);
+    EXPECT_EQ(code, "UNIMPLEMENTED") << count << " malformed calls";
   }
   std::cout << absl::StrFormat(
       "after: running %.0f, waiting %.0f, used KV blocks %.0f; RSS %.1f MiB -> %.1f MiB "
