@@ -19,6 +19,11 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
       request_id_(params.request_id),
       coalescer_(params.request_id),
       sink_(std::make_shared<Sink>(this)) {
+  // The whole construction holds mu_, and OnDone takes it before deleting the
+  // reactor: the order gRPC guarantees between them, made visible to TSan.
+  // Until the handler returns, StartWrite and Finish only record what the
+  // reactor wants, so holding mu_ here cannot re-enter it.
+  MutexLock lock(mu_);
   absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
   if (handle.ok()) {
     handle_ = *handle;
@@ -37,17 +42,14 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
     return;
   }
   LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
-  {
-    const std::lock_guard<std::mutex> lock(mu_);
-    finish_called_ = true;
-  }
+  finish_called_ = true;
   FinishWith(handle.status(), Usage{});
 }
 
 void GenerateStreamReactor::OnOutput(RequestOutput output) {
   Action action;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     coalescer_.Add(std::move(output));
     action = NextAction();
   }
@@ -57,7 +59,7 @@ void GenerateStreamReactor::OnOutput(RequestOutput output) {
 void GenerateStreamReactor::OnWriteDone(bool ok) {
   Action action;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     write_in_flight_ = false;
     // A failed write means the client is gone; OnCancel aborts the request and
     // the call finishes once the engine confirms with its final output.
@@ -103,7 +105,7 @@ void GenerateStreamReactor::Perform(Action action) {
       absl::Status status;
       Usage usage;
       {
-        const std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         status = finish_status_;
         usage = coalescer_.usage();
       }
@@ -114,7 +116,7 @@ void GenerateStreamReactor::Perform(Action action) {
 }
 
 bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (finish_called_) {
     return false;
   }
@@ -143,7 +145,7 @@ bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
 void GenerateStreamReactor::AbortOverflowed() {
   absl::Status status;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     status = finish_status_;
   }
   LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
@@ -169,6 +171,9 @@ void GenerateStreamReactor::OnCancel() {
 
 void GenerateStreamReactor::OnDone() {
   sink_->Detach();
+  // Every callback that touched the reactor released mu_ last; taking it
+  // orders them before the delete for TSan (gRPC orders them already).
+  { MutexLock lock(mu_); }
   delete this;
 }
 

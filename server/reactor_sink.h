@@ -3,10 +3,10 @@
 // late Push finds no reactor instead of a freed one.
 #pragma once
 
-#include <mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "engine/request_output.h"
 
 namespace loom {
@@ -18,7 +18,7 @@ class ReactorSink final : public OutputSink {
   explicit ReactorSink(Reactor* reactor) : reactor_(reactor) {}
 
   void Push(RequestOutput output) override {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ != nullptr) {
       reactor_->OnOutput(std::move(output));
     }
@@ -28,7 +28,7 @@ class ReactorSink final : public OutputSink {
   // when it is.
   template <typename F>
   bool Visit(F f) {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ == nullptr) {
       return false;
     }
@@ -37,12 +37,12 @@ class ReactorSink final : public OutputSink {
   }
 
   void Detach() {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reactor_ = nullptr;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
 };
 
