@@ -19,11 +19,17 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
       request_id_(params.request_id),
       coalescer_(params.request_id),
       sink_(std::make_shared<Sink>(this)) {
-  // The whole construction holds mu_, and OnDone takes it before deleting the
-  // reactor: the order gRPC guarantees between them, made visible to TSan.
-  // Until the handler returns, StartWrite and Finish only record what the
-  // reactor wants, so holding mu_ here cannot re-enter it.
-  MutexLock lock(mu_);
+  {
+    // OnOutput may run as soon as the request is submitted; it waits for the
+    // constructor. Until the handler returns, StartWrite and Finish only record
+    // what the reactor wants, so holding mu_ here cannot re-enter it.
+    MutexLock lock(mu_);
+    Submit(watchdog, std::move(params));
+  }
+  ReactorRelease();
+}
+
+void GenerateStreamReactor::Submit(StreamWatchdog& watchdog, RequestParams params) {
   absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
   if (handle.ok()) {
     handle_ = *handle;
@@ -99,6 +105,7 @@ void GenerateStreamReactor::Perform(Action action) {
     case Action::kNone:
       return;
     case Action::kWrite:
+      ReactorRelease();
       StartWrite(&in_flight_);
       return;
     case Action::kFinish: {
@@ -160,19 +167,26 @@ void GenerateStreamReactor::FinishWith(const absl::Status& status, const Usage& 
     recorder_("GenerateStream", status.code());
   }
   LogAccess(options_.access_log, request_id_, "GenerateStream", status, usage);
-  Finish(ToGrpcStatus(status));
+  grpc::Status grpc_status = ToGrpcStatus(status);
+  ReactorRelease();
+  Finish(std::move(grpc_status));
 }
 
 void GenerateStreamReactor::OnCancel() {
-  if (handle_.has_value()) {
-    backend_.Abort(*handle_);
+  ReactorAcquire();
+  const std::optional<GenerationBackend::Handle> handle = handle_;
+  GenerationBackend& backend = backend_;
+  // The abort may finish the call, after which OnDone may run at any time.
+  ReactorRelease();
+  if (handle.has_value()) {
+    backend.Abort(*handle);
   }
 }
 
 void GenerateStreamReactor::OnDone() {
   sink_->Detach();
-  // Every callback that touched the reactor released mu_ last; taking it
-  // orders them before the delete for TSan (gRPC orders them already).
+  ReactorAcquire();
+  // A callback that decided on nothing to do released mu_ last.
   { MutexLock lock(mu_); }
   delete this;
 }

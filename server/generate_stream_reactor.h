@@ -45,6 +45,9 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   enum class Action { kNone, kWrite, kFinish };
   Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action);
+  // The constructor's work: submits params and registers with the watchdog,
+  // or finishes at once on a submit error.
+  void Submit(StreamWatchdog& watchdog, RequestParams params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOutput(RequestOutput output);
   // From the watchdog, under the sink's lock: true once the buffer has stayed
   // over the cap for the grace period; the call is then marked finished and

@@ -19,11 +19,17 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
       request_id_(params.request_id),
       response_(response),
       sink_(std::make_shared<Sink>(this)) {
-  // The whole construction holds mu_, and OnDone takes it before deleting the
-  // reactor: the order gRPC guarantees between them, made visible to TSan.
-  // Until the handler returns, Finish only records the status, so holding mu_
-  // here cannot re-enter it.
-  MutexLock lock(mu_);
+  {
+    // OnOutput may run as soon as the request is submitted; it waits for the
+    // constructor. Until the handler returns, Finish only records the status,
+    // so holding mu_ here cannot re-enter it.
+    MutexLock lock(mu_);
+    Submit(std::move(params));
+  }
+  ReactorRelease();
+}
+
+void GenerateUnaryReactor::Submit(RequestParams params) {
   response_->set_request_id(request_id_);
   for (int32_t i = 0; i < params.n; ++i) {
     response_->add_completions()->set_index(i);
@@ -80,19 +86,26 @@ void GenerateUnaryReactor::FinishWith(const absl::Status& status, const Usage& u
     recorder_("Generate", status.code());
   }
   LogAccess(options_.access_log, request_id_, "Generate", status, usage);
-  Finish(ToGrpcStatus(status));
+  grpc::Status grpc_status = ToGrpcStatus(status);
+  ReactorRelease();
+  Finish(std::move(grpc_status));
 }
 
 void GenerateUnaryReactor::OnCancel() {
-  if (handle_.has_value()) {
-    backend_.Abort(*handle_);
+  ReactorAcquire();
+  const std::optional<GenerationBackend::Handle> handle = handle_;
+  GenerationBackend& backend = backend_;
+  // The abort may finish the call, after which OnDone may run at any time.
+  ReactorRelease();
+  if (handle.has_value()) {
+    backend.Abort(*handle);
   }
 }
 
 void GenerateUnaryReactor::OnDone() {
   sink_->Detach();
-  // Every callback that touched the reactor released mu_ last; taking it
-  // orders them before the delete for TSan (gRPC orders them already).
+  ReactorAcquire();
+  // A callback that returned without finishing released mu_ last.
   { MutexLock lock(mu_); }
   delete this;
 }

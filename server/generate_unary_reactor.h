@@ -32,6 +32,8 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
  private:
   using Sink = ReactorSink<GenerateUnaryReactor>;
   friend Sink;
+  // The constructor's work: submits params, or finishes on a submit error.
+  void Submit(RequestParams params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOutput(RequestOutput output);
   void FinishWith(const absl::Status& status, const Usage& usage);
 

@@ -3,6 +3,8 @@
 // late Push finds no reactor instead of a freed one.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -10,6 +12,18 @@
 #include "engine/request_output.h"
 
 namespace loom {
+
+// gRPC runs a reactor's constructor, its callbacks and its OnDone on different
+// threads and orders them with synchronization inside its uninstrumented
+// libraries, which ThreadSanitizer cannot see. Work on a reactor calls
+// ReactorRelease() after its last access to the reactor before handing it to
+// gRPC (Finish, StartWrite, returning from the constructor or OnCancel), and
+// OnCancel and OnDone call ReactorAcquire() first: the order gRPC guarantees,
+// made visible to TSan. The clock is process-wide because the reactor's own
+// memory, mutex included, is what OnDone frees.
+inline std::atomic<uint64_t> reactor_order_clock{0};
+inline void ReactorRelease() { reactor_order_clock.fetch_add(1, std::memory_order_acq_rel); }
+inline void ReactorAcquire() { (void)reactor_order_clock.load(std::memory_order_acquire); }
 
 // Reactor must befriend ReactorSink<Reactor> and have OnOutput(RequestOutput).
 template <typename Reactor>
