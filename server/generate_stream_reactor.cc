@@ -184,8 +184,8 @@ void GenerateStreamReactor::OnCancel() {
 }
 
 void GenerateStreamReactor::OnDone() {
-  sink_->Detach();
   ReactorAcquire();
+  sink_->Detach();
   // A callback that decided on nothing to do released mu_ last.
   { MutexLock lock(mu_); }
   delete this;

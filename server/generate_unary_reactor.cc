@@ -103,8 +103,8 @@ void GenerateUnaryReactor::OnCancel() {
 }
 
 void GenerateUnaryReactor::OnDone() {
-  sink_->Detach();
   ReactorAcquire();
+  sink_->Detach();
   // A callback that returned without finishing released mu_ last.
   { MutexLock lock(mu_); }
   delete this;

@@ -91,7 +91,10 @@ std::vector<std::unique_ptr<StreamCall>> StartQueuedStreams(LoomdProcess& loomd,
 }
 
 TEST(LoomdLifecycleTest, DrainServesQueuedUnstartedRequests) {
-  absl::StatusOr<std::unique_ptr<LoomdProcess>> loomd = LoomdProcess::Start({"--max_num_seqs=1"});
+  // 3 x 64 tokens one at a time take over the default minute under
+  // ThreadSanitizer on a loaded machine; the drain must not time out here.
+  absl::StatusOr<std::unique_ptr<LoomdProcess>> loomd =
+      LoomdProcess::Start({"--max_num_seqs=1", "--drain_timeout=10m"});
   ASSERT_TRUE(loomd.ok()) << loomd.status();
   std::vector<std::unique_ptr<StreamCall>> streams = StartQueuedStreams(**loomd, 64);
   (*loomd)->Signal(SIGTERM);
