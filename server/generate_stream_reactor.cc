@@ -63,6 +63,7 @@ void GenerateStreamReactor::OnOutput(RequestOutput output) {
 }
 
 void GenerateStreamReactor::OnWriteDone(bool ok) {
+  ReactorAcquire();  // the first write may come from the constructor
   Action action;
   {
     MutexLock lock(mu_);

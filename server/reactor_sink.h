@@ -18,7 +18,7 @@ namespace loom {
 // libraries, which ThreadSanitizer cannot see. Work on a reactor calls
 // ReactorRelease() after its last access to the reactor before handing it to
 // gRPC (Finish, StartWrite, returning from the constructor or OnCancel), and
-// OnCancel and OnDone call ReactorAcquire() first: the order gRPC guarantees,
+// OnCancel, OnWriteDone and OnDone call ReactorAcquire() first: the order gRPC guarantees,
 // made visible to TSan. The clock is process-wide because the reactor's own
 // memory, mutex included, is what OnDone frees.
 inline std::atomic<uint64_t> reactor_order_clock{0};
