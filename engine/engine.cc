@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace loom {
 namespace {
@@ -46,7 +47,7 @@ void Engine::SetObserver(EngineObserver* observer) {
 
 absl::Status Engine::Start() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (started_ || stop_requested_) return absl::FailedPreconditionError("engine already started");
   }
   if (geometry_.num_blocks < 2 || geometry_.block_size < 1) {
@@ -76,12 +77,13 @@ absl::Status Engine::Start() {
   }
   PublishStats();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     max_model_len_ = scheduler_->max_model_len();
     started_ = true;
     accepting_ = true;
   }
   MarkProgress(/*parked=*/false);
+  MutexLock shutdown_lock(shutdown_mu_);
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -118,7 +120,7 @@ absl::Status Engine::Warmup() {
 
 absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
                                              std::shared_ptr<OutputSink> sink) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (failed_) return absl::InternalError(absl::StrCat("engine failed: ", failure_.message()));
   if (!accepting_) {
     return absl::UnavailableError(stop_requested_ ? "engine is shut down"
@@ -129,7 +131,7 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
   const int32_t limit = config_.scheduler.max_queued_requests;
   if (num_queued >= limit) {
     ++num_rejected_;
-    work_cv_.notify_one();
+    work_cv_.NotifyOne();
     return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full: ", num_queued,
                                                      " queued, max_queued_requests is ", limit));
   }
@@ -141,52 +143,55 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
                     .sink = std::move(sink)});
   ++inbox_submits_;
   ++num_in_flight_;
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   return id;
 }
 
 void Engine::Abort(RequestHandle handle) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!started_ || stop_requested_ || failed_) return;
   Command command;
   command.kind = Command::Kind::kAbort;
   command.id = handle;
   inbox_.push_back(std::move(command));
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
 }
 
 void Engine::StopAccepting() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   accepting_ = false;
 }
 
 bool Engine::WaitUntilIdle(absl::Duration timeout) {
-  std::unique_lock lock(mu_);
-  return idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                           [&] { return num_in_flight_ == 0; });
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(mu_);
+  while (num_in_flight_ != 0) {
+    if (!idle_cv_.WaitFor(mu_, deadline - absl::Now())) return num_in_flight_ == 0;
+  }
+  return true;
 }
 
 void Engine::Shutdown(absl::Status status) {
-  std::lock_guard shutdown_lock(shutdown_mu_);
+  MutexLock shutdown_lock(shutdown_mu_);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     accepting_ = false;
     if (!stop_requested_) {
       stop_requested_ = true;
       stop_status_ = std::move(status);
     }
-    work_cv_.notify_all();
+    work_cv_.NotifyAll();
   }
   if (thread_.joinable()) thread_.join();
 }
 
 EngineStats Engine::Stats() const {
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   return stats_;
 }
 
 bool Engine::healthy() const {
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   return stats_.healthy;
 }
 
@@ -195,7 +200,7 @@ EngineHeartbeat Engine::Heartbeat() const {
   heartbeat.num_steps = heartbeat_steps_.load(std::memory_order_acquire);
   heartbeat.last_progress = absl::FromUnixNanos(last_progress_ns_.load(std::memory_order_acquire));
   heartbeat.parked = parked_.load(std::memory_order_acquire);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   heartbeat.num_in_flight = num_in_flight_;
   return heartbeat;
 }
@@ -220,7 +225,7 @@ void Engine::MarkProgress(bool parked) {
 }
 
 int32_t Engine::max_model_len() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return max_model_len_;
 }
 
@@ -246,7 +251,7 @@ void Engine::Loop() {
   }
   absl::Status status;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     status = stop_status_;
   }
   FailAll(status);
@@ -255,8 +260,7 @@ void Engine::Loop() {
 }
 
 bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected) {
-  std::unique_lock lock(mu_);
-  auto ready = [&] { return stop_requested_ || !inbox_.empty() || num_rejected_ > 0; };
+  MutexLock lock(mu_);
   if (!scheduler_->HasUnfinished() || stalled) {
     // A parked thread is waiting, not hung: Stalled() ignores it.
     MarkProgress(/*parked=*/true);
@@ -265,10 +269,13 @@ bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t&
     const absl::Time deadline =
         scheduler_->HasUnfinished() ? processor_.EarliestDeadline() : absl::InfiniteFuture();
     if (deadline == absl::InfiniteFuture()) {
-      work_cv_.wait(lock, ready);
+      while (!WorkReady()) work_cv_.Wait(mu_);
     } else {
+      // The wait is timed on the real clock, for the (injected) clock's time left.
       const absl::Duration left = std::max(deadline - clock_->Now(), absl::ZeroDuration());
-      work_cv_.wait_for(lock, absl::ToChronoNanoseconds(left), ready);
+      const absl::Time wake = absl::Now() + left;
+      while (!WorkReady() && work_cv_.WaitFor(mu_, wake - absl::Now())) {
+      }
     }
     MarkProgress(/*parked=*/false);
   }
@@ -281,6 +288,8 @@ bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t&
   num_rejected = std::exchange(num_rejected_, 0);
   return true;
 }
+
+bool Engine::WorkReady() const { return stop_requested_ || !inbox_.empty() || num_rejected_ > 0; }
 
 void Engine::HandleCommand(Command& command) {
   if (command.kind == Command::Kind::kAbort) {
@@ -324,7 +333,7 @@ bool Engine::Step(bool& stalled) {
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     num_waiting_ = scheduler_->num_waiting();
   }
   stalled = plan.seqs.empty();
@@ -335,7 +344,7 @@ bool Engine::Step(bool& stalled) {
   absl::StatusOr<StepResult> result = executor_->Execute(plan);
   if (!result.ok()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       failed_ = true;
       accepting_ = false;
       failure_ = result.status();
@@ -382,7 +391,7 @@ void Engine::FailAll(const absl::Status& status) {
   }
   std::vector<Command> commands;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     commands.swap(inbox_);
     inbox_submits_ = 0;
   }
@@ -410,15 +419,15 @@ void Engine::PublishStats() {
   stats.num_preemptions = static_cast<uint64_t>(scheduler_->num_preemptions());
   // Requests are counted finished only once the snapshot that shows their
   // blocks freed is out, so WaitUntilIdle() is followed by accurate Stats().
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   num_waiting_ = scheduler_->num_waiting();
   stats.num_waiting = num_waiting_ + inbox_submits_;
   {
-    std::lock_guard stats_lock(stats_mu_);
+    MutexLock stats_lock(stats_mu_);
     stats_ = stats;
   }
   num_in_flight_ -= std::exchange(num_finished_unpublished_, 0);
-  if (num_in_flight_ == 0) idle_cv_.notify_all();
+  if (num_in_flight_ == 0) idle_cv_.NotifyAll();
 }
 
 }  // namespace loom

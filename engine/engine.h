@@ -9,16 +9,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "cache/kv_cache_manager.h"
 #include "engine/clock.h"
 #include "engine/detokenizer.h"
@@ -123,6 +123,7 @@ class Engine {
   // Waits for commands, or only for new ones while the scheduler has work it
   // cannot plan (then also until the earliest deadline). False on stop.
   bool WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected);
+  bool WorkReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleCommand(Command& command);
   // One schedule/execute/update round. False when the executor failed.
   bool Step(bool& stalled);
@@ -139,39 +140,44 @@ class Engine {
   Clock* const clock_;
   EngineObserver* observer_ = nullptr;
 
-  // Engine thread only (after Start()).
+  // Engine thread only (after Start()), so read and written without a lock;
+  // Start() touches them before the thread exists and Shutdown() after the join.
   std::unique_ptr<KvCacheManager> cache_;
   std::unique_ptr<Scheduler> scheduler_;
   OutputProcessor processor_;
   EngineStats counters_;                  // cumulative counters, copied into each snapshot
   int32_t num_finished_unpublished_ = 0;  // final outputs pushed since the last snapshot
 
-  std::thread thread_;
-  std::mutex shutdown_mu_;  // serializes Shutdown()'s join
+  // Started by Start() before any Shutdown() can run; joined under shutdown_mu_.
+  std::thread thread_ ABSL_GUARDED_BY(shutdown_mu_);
+  Mutex shutdown_mu_;  // serializes Shutdown()'s join
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // inbox, rejection or stop: wakes the engine thread
-  std::condition_variable idle_cv_;  // num_in_flight_ reached 0
-  std::vector<Command> inbox_;
-  int32_t inbox_submits_ = 0;
+  mutable Mutex mu_;
+  CondVar work_cv_;  // inbox, rejection or stop: wakes the engine thread
+  CondVar idle_cv_;  // num_in_flight_ reached 0
+  std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
+  int32_t inbox_submits_ ABSL_GUARDED_BY(mu_) = 0;
   // Sequences waiting in the scheduler, plus submissions taken from the inbox
   // but not yet added: with inbox_submits_ what max_queued_requests bounds.
-  int32_t num_waiting_ = 0;
-  int64_t num_in_flight_ = 0;  // submitted and not yet given a final output
-  uint64_t num_rejected_ = 0;  // rejections not yet reported to the observer
-  RequestHandle next_id_ = 1;
-  bool started_ = false;
-  bool accepting_ = false;
-  bool stop_requested_ = false;
-  bool failed_ = false;
-  absl::Status stop_status_;
-  absl::Status failure_;
-  int32_t max_model_len_ = 0;
+  int32_t num_waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  // Submitted and not yet given a final output.
+  int64_t num_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Rejections not yet reported to the observer.
+  uint64_t num_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  RequestHandle next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool accepting_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status stop_status_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  int32_t max_model_len_ ABSL_GUARDED_BY(mu_) = 0;
 
-  mutable std::mutex stats_mu_;
-  EngineStats stats_;
+  mutable Mutex stats_mu_;
+  EngineStats stats_ ABSL_GUARDED_BY(stats_mu_);
 
-  // Written by the engine thread only (Heartbeat()).
+  // Written by the engine thread only and read by Heartbeat() without a lock:
+  // atomics.
   std::atomic<uint64_t> heartbeat_steps_{0};
   std::atomic<int64_t> last_progress_ns_{0};  // absl::ToUnixNanos of the clock's time
   std::atomic<bool> parked_{true};

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 namespace loom {
 
@@ -34,7 +35,7 @@ absl::StatusOr<std::shared_ptr<TestFault>> TestFault::FromEnvironment() {
 }
 
 absl::Status TestFault::BeforeStep() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (++num_steps_ != step_ || released_) return absl::OkStatus();
   if (kind_ == Kind::kFail) {
     if (log_) log_(absl::StrCat("test fault: failing step ", step_));
@@ -43,22 +44,26 @@ absl::Status TestFault::BeforeStep() {
   }
   if (log_) log_(absl::StrCat("test fault: stalling step ", step_));
   stalled_ = true;
-  cv_.notify_all();
-  cv_.wait(lock, [this] { return released_; });
+  cv_.NotifyAll();
+  while (!released_) cv_.Wait(mu_);
   return absl::OkStatus();
 }
 
 void TestFault::Release() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     released_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool TestFault::WaitUntilStalled(absl::Duration timeout) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return stalled_; });
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(mu_);
+  while (!stalled_) {
+    if (!cv_.WaitFor(mu_, deadline - absl::Now())) return stalled_;
+  }
+  return true;
 }
 
 absl::StatusOr<StepResult> FaultInjectingExecutor::Execute(const StepPlan& plan) {

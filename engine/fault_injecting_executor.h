@@ -8,17 +8,17 @@
 // the real step once released, so a released stall leaves no trace.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "model/executor.h"
 
 namespace loom {
@@ -52,12 +52,12 @@ class TestFault {
  private:
   const Kind kind_;
   const int64_t step_;
-  std::function<void(absl::string_view)> log_;
-  std::mutex mu_;
-  std::condition_variable cv_;  // stalled_ or released_ changed
-  int64_t num_steps_ = 0;
-  bool stalled_ = false;
-  bool released_ = false;
+  std::function<void(absl::string_view)> log_;  // set before use, then only read
+  Mutex mu_;
+  CondVar cv_;  // stalled_ or released_ changed
+  int64_t num_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stalled_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Forwards to inner, consulting fault before every step.

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
-#include <mutex>
 #include <new>
 
 namespace loom {
@@ -25,7 +24,7 @@ SeqArena& SeqArena::Shared() {
 }
 
 size_t SeqArena::chunk_bytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return chunks_.size() * kChunkBytes;
 }
 
@@ -40,7 +39,7 @@ void* SeqArena::Allocate(size_t bytes) {
   }
   const size_t size_class = ClassOf(bytes);
   const size_t class_bytes = kMinClassBytes << size_class;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (FreeBlock* block = free_[size_class]; block != nullptr) {
     free_[size_class] = block->next;
     ASAN_UNPOISON_MEMORY_REGION(block, class_bytes);
@@ -74,7 +73,7 @@ void SeqArena::Deallocate(void* p, size_t bytes) {
     return;
   }
   const size_t size_class = ClassOf(bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto* block = static_cast<FreeBlock*>(p);
   block->next = free_[size_class];
   free_[size_class] = block;

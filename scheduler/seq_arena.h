@@ -13,8 +13,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 
 namespace loom {
 
@@ -53,11 +55,11 @@ class SeqArena {
 
   static size_t ClassOf(size_t bytes);
 
-  mutable std::mutex mu_;
-  std::array<FreeBlock*, kNumClasses> free_{};
-  std::vector<void*> chunks_;
-  char* next_ = nullptr;  // unused space in the newest chunk
-  char* end_ = nullptr;
+  mutable Mutex mu_;
+  std::array<FreeBlock*, kNumClasses> free_ ABSL_GUARDED_BY(mu_){};
+  std::vector<void*> chunks_ ABSL_GUARDED_BY(mu_);
+  char* next_ ABSL_GUARDED_BY(mu_) = nullptr;  // unused space in the newest chunk
+  char* end_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 // A std::allocator replacement over the shared arena. Stateless, so that a

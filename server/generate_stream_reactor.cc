@@ -19,6 +19,17 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
       request_id_(params.request_id),
       coalescer_(params.request_id),
       sink_(std::make_shared<Sink>(this)) {
+  {
+    // OnOutput may run as soon as the request is submitted; it waits for the
+    // constructor. Until the handler returns, StartWrite and Finish only record
+    // what the reactor wants, so holding mu_ here cannot re-enter it.
+    MutexLock lock(mu_);
+    Submit(watchdog, std::move(params));
+  }
+  ReactorRelease();
+}
+
+void GenerateStreamReactor::Submit(StreamWatchdog& watchdog, RequestParams params) {
   absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
   if (handle.ok()) {
     handle_ = *handle;
@@ -37,17 +48,14 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
     return;
   }
   LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
-  {
-    const std::lock_guard<std::mutex> lock(mu_);
-    finish_called_ = true;
-  }
+  finish_called_ = true;
   FinishWith(handle.status(), Usage{});
 }
 
 void GenerateStreamReactor::OnOutput(RequestOutput output) {
   Action action;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     coalescer_.Add(std::move(output));
     action = NextAction();
   }
@@ -55,9 +63,10 @@ void GenerateStreamReactor::OnOutput(RequestOutput output) {
 }
 
 void GenerateStreamReactor::OnWriteDone(bool ok) {
+  ReactorAcquire();  // the first write may come from the constructor
   Action action;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     write_in_flight_ = false;
     // A failed write means the client is gone; OnCancel aborts the request and
     // the call finishes once the engine confirms with its final output.
@@ -97,13 +106,14 @@ void GenerateStreamReactor::Perform(Action action) {
     case Action::kNone:
       return;
     case Action::kWrite:
+      ReactorRelease();
       StartWrite(&in_flight_);
       return;
     case Action::kFinish: {
       absl::Status status;
       Usage usage;
       {
-        const std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         status = finish_status_;
         usage = coalescer_.usage();
       }
@@ -114,7 +124,7 @@ void GenerateStreamReactor::Perform(Action action) {
 }
 
 bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (finish_called_) {
     return false;
   }
@@ -143,7 +153,7 @@ bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
 void GenerateStreamReactor::AbortOverflowed() {
   absl::Status status;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     status = finish_status_;
   }
   LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
@@ -158,17 +168,27 @@ void GenerateStreamReactor::FinishWith(const absl::Status& status, const Usage& 
     recorder_("GenerateStream", status.code());
   }
   LogAccess(options_.access_log, request_id_, "GenerateStream", status, usage);
-  Finish(ToGrpcStatus(status));
+  grpc::Status grpc_status = ToGrpcStatus(status);
+  ReactorRelease();
+  Finish(std::move(grpc_status));
 }
 
 void GenerateStreamReactor::OnCancel() {
-  if (handle_.has_value()) {
-    backend_.Abort(*handle_);
+  ReactorAcquire();
+  const std::optional<GenerationBackend::Handle> handle = handle_;
+  GenerationBackend& backend = backend_;
+  // The abort may finish the call, after which OnDone may run at any time.
+  ReactorRelease();
+  if (handle.has_value()) {
+    backend.Abort(*handle);
   }
 }
 
 void GenerateStreamReactor::OnDone() {
+  ReactorAcquire();
   sink_->Detach();
+  // A callback that decided on nothing to do released mu_ last.
+  { MutexLock lock(mu_); }
   delete this;
 }
 

@@ -9,10 +9,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
@@ -45,6 +45,9 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   enum class Action { kNone, kWrite, kFinish };
   Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action);
+  // The constructor's work: submits params and registers with the watchdog,
+  // or finishes at once on a submit error.
+  void Submit(StreamWatchdog& watchdog, RequestParams params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOutput(RequestOutput output);
   // From the watchdog, under the sink's lock: true once the buffer has stayed
   // over the cap for the grace period; the call is then marked finished and
@@ -59,9 +62,11 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   const RpcRecorder& recorder_;
   const ServiceOptions& options_;
   const std::string request_id_;
-  std::optional<GenerationBackend::Handle> handle_;  // set before any callback can run
+  // Written once by the constructor, before any callback can run; read-only
+  // afterwards, so read without mu_.
+  std::optional<GenerationBackend::Handle> handle_;
 
-  std::mutex mu_;
+  Mutex mu_;
   StreamCoalescer coalescer_ ABSL_GUARDED_BY(mu_);
   // The message being written; untouched from StartWrite until OnWriteDone.
   v1::GenerateStreamResponse in_flight_;

@@ -20,11 +20,19 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
       response_(response),
       sink_(std::make_shared<Sink>(this)) {
   {
-    const std::lock_guard<std::mutex> lock(mu_);
-    response_->set_request_id(request_id_);
-    for (int32_t i = 0; i < params.n; ++i) {
-      response_->add_completions()->set_index(i);
-    }
+    // OnOutput may run as soon as the request is submitted; it waits for the
+    // constructor. Until the handler returns, Finish only records the status,
+    // so holding mu_ here cannot re-enter it.
+    MutexLock lock(mu_);
+    Submit(std::move(params));
+  }
+  ReactorRelease();
+}
+
+void GenerateUnaryReactor::Submit(RequestParams params) {
+  response_->set_request_id(request_id_);
+  for (int32_t i = 0; i < params.n; ++i) {
+    response_->add_completions()->set_index(i);
   }
   absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
   if (handle.ok()) {
@@ -32,17 +40,14 @@ GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const Rpc
     return;
   }
   LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
-  {
-    const std::lock_guard<std::mutex> lock(mu_);
-    finished_ = true;
-  }
+  finished_ = true;
   FinishWith(handle.status(), Usage{});
 }
 
 void GenerateUnaryReactor::OnOutput(RequestOutput output) {
   absl::Status status;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (finished_) {
       return;
     }
@@ -81,17 +86,27 @@ void GenerateUnaryReactor::FinishWith(const absl::Status& status, const Usage& u
     recorder_("Generate", status.code());
   }
   LogAccess(options_.access_log, request_id_, "Generate", status, usage);
-  Finish(ToGrpcStatus(status));
+  grpc::Status grpc_status = ToGrpcStatus(status);
+  ReactorRelease();
+  Finish(std::move(grpc_status));
 }
 
 void GenerateUnaryReactor::OnCancel() {
-  if (handle_.has_value()) {
-    backend_.Abort(*handle_);
+  ReactorAcquire();
+  const std::optional<GenerationBackend::Handle> handle = handle_;
+  GenerationBackend& backend = backend_;
+  // The abort may finish the call, after which OnDone may run at any time.
+  ReactorRelease();
+  if (handle.has_value()) {
+    backend.Abort(*handle);
   }
 }
 
 void GenerateUnaryReactor::OnDone() {
+  ReactorAcquire();
   sink_->Detach();
+  // A callback that returned without finishing released mu_ last.
+  { MutexLock lock(mu_); }
   delete this;
 }
 

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
@@ -32,6 +32,8 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
  private:
   using Sink = ReactorSink<GenerateUnaryReactor>;
   friend Sink;
+  // The constructor's work: submits params, or finishes on a submit error.
+  void Submit(RequestParams params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOutput(RequestOutput output);
   void FinishWith(const absl::Status& status, const Usage& usage);
 
@@ -39,8 +41,10 @@ class GenerateUnaryReactor final : public grpc::ServerUnaryReactor {
   const RpcRecorder& recorder_;
   const ServiceOptions& options_;
   const std::string request_id_;
+  // Written once by the constructor, before any callback can run; read-only
+  // afterwards, so read without mu_.
   std::optional<GenerationBackend::Handle> handle_;
-  std::mutex mu_;
+  Mutex mu_;
   v1::GenerateResponse* response_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<Sink> sink_;

@@ -10,6 +10,7 @@
 #include "server/generate_stream_reactor.h"
 #include "server/generate_unary_reactor.h"
 #include "server/log.h"
+#include "server/reactor_sink.h"
 #include "server/status_mapping.h"
 
 namespace loom {
@@ -18,8 +19,16 @@ namespace {
 // A stream that fails before it starts: finishes at once, frees itself.
 class FailedStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
  public:
-  explicit FailedStreamReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
-  void OnDone() override { delete this; }
+  // Until the handler returns Finish only records the status (reactor_sink.h
+  // on the release and acquire).
+  explicit FailedStreamReactor(const absl::Status& status) {
+    Finish(ToGrpcStatus(status));
+    ReactorRelease();
+  }
+  void OnDone() override {
+    ReactorAcquire();
+    delete this;
+  }
 };
 
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {

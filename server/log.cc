@@ -32,10 +32,10 @@ AsyncLogger::AsyncLogger(int fd, size_t max_queued_bytes)
 
 AsyncLogger::~AsyncLogger() {
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   writer_.join();
 }
 
@@ -43,7 +43,7 @@ void AsyncLogger::Log(absl::string_view message) {
   std::string line = absl::StrCat(
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ ", absl::Now(), absl::UTCTimeZone()), message, "\n");
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (queued_bytes_ + line.size() > max_queued_bytes_) {
       ++dropped_;
       return;
@@ -51,13 +51,13 @@ void AsyncLogger::Log(absl::string_view message) {
     queued_bytes_ += line.size();
     queue_.push_back(std::move(line));
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 void AsyncLogger::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) changed_.Wait(mu_);
     if (queue_.empty()) {
       return;  // stopping, and everything is written
     }
@@ -69,29 +69,32 @@ void AsyncLogger::Run() {
     }
     queue_.clear();
     writing_ = true;
-    lock.unlock();
+    mu_.Unlock();
     WriteAll(fd_, batch);
-    lock.lock();
+    mu_.Lock();
     writing_ = false;
     queued_bytes_ -= batch.size();
     written_ += lines;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
 }
 
 bool AsyncLogger::Flush(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                           [this] { return queue_.empty() && !writing_; });
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(mu_);
+  while (!queue_.empty() || writing_) {
+    if (!changed_.WaitFor(mu_, deadline - absl::Now())) return queue_.empty() && !writing_;
+  }
+  return true;
 }
 
 uint64_t AsyncLogger::dropped() const {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 
 uint64_t AsyncLogger::written() const {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return written_;
 }
 

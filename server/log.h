@@ -5,17 +5,16 @@
 // counted. Each line starts with a UTC timestamp and lines never interleave.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace loom {
 
@@ -42,8 +41,8 @@ class AsyncLogger {
 
   const int fd_;
   const size_t max_queued_bytes_;
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
+  mutable Mutex mu_;
+  CondVar changed_;
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,13 +3,27 @@
 // late Push finds no reactor instead of a freed one.
 #pragma once
 
-#include <mutex>
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
 #include "engine/request_output.h"
 
 namespace loom {
+
+// gRPC runs a reactor's constructor, its callbacks and its OnDone on different
+// threads and orders them with synchronization inside its uninstrumented
+// libraries, which ThreadSanitizer cannot see. Work on a reactor calls
+// ReactorRelease() after its last access to the reactor before handing it to
+// gRPC (Finish, StartWrite, returning from the constructor or OnCancel), and
+// OnCancel, OnWriteDone and OnDone call ReactorAcquire() first: the order gRPC guarantees,
+// made visible to TSan. The clock is process-wide because the reactor's own
+// memory, mutex included, is what OnDone frees.
+inline std::atomic<uint64_t> reactor_order_clock{0};
+inline void ReactorRelease() { reactor_order_clock.fetch_add(1, std::memory_order_acq_rel); }
+inline void ReactorAcquire() { (void)reactor_order_clock.load(std::memory_order_acquire); }
 
 // Reactor must befriend ReactorSink<Reactor> and have OnOutput(RequestOutput).
 template <typename Reactor>
@@ -18,7 +32,7 @@ class ReactorSink final : public OutputSink {
   explicit ReactorSink(Reactor* reactor) : reactor_(reactor) {}
 
   void Push(RequestOutput output) override {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ != nullptr) {
       reactor_->OnOutput(std::move(output));
     }
@@ -28,7 +42,7 @@ class ReactorSink final : public OutputSink {
   // when it is.
   template <typename F>
   bool Visit(F f) {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (reactor_ == nullptr) {
       return false;
     }
@@ -37,12 +51,12 @@ class ReactorSink final : public OutputSink {
   }
 
   void Detach() {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reactor_ = nullptr;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -177,7 +177,7 @@ std::string RequestBuilder::NewRequestId() {
   uint64_t hi;
   uint64_t lo;
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     hi = absl::Uniform<uint64_t>(rng_);
     lo = absl::Uniform<uint64_t>(rng_);
   }
@@ -191,7 +191,7 @@ std::string RequestBuilder::NewRequestId() {
 }
 
 uint64_t RequestBuilder::NewSeed() {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return absl::Uniform<uint64_t>(rng_);
 }
 

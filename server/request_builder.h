@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "absl/random/random.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
 #include "server/model_frontend.h"
@@ -43,7 +43,7 @@ class RequestBuilder {
 
   const ModelFrontend& model_;
   const RequestLimits limits_;
-  std::mutex mu_;
+  Mutex mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 };
 

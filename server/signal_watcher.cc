@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
+
 namespace loom {
 namespace {
 
@@ -46,20 +48,20 @@ void SignalWatcher::Run() {
     if (!IsTermination(signal)) continue;
     std::function<void()> callback;
     {
-      const std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (signal_ != 0) continue;  // a second SIGTERM changes nothing
       signal_ = signal;
       callback = std::move(on_signal_);
       on_signal_ = nullptr;
     }
-    received_.notify_all();
+    received_.NotifyAll();
     if (callback) callback();
   }
 }
 
 void SignalWatcher::OnSignal(std::function<void()> callback) {
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (signal_ == 0) {
       on_signal_ = std::move(callback);
       return;
@@ -69,13 +71,16 @@ void SignalWatcher::OnSignal(std::function<void()> callback) {
 }
 
 bool SignalWatcher::WaitForSignal(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return received_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                            [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return signal_ != 0; });
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(mu_);
+  while (signal_ == 0) {
+    if (!received_.WaitFor(mu_, deadline - absl::Now())) return signal_ != 0;
+  }
+  return true;
 }
 
 int SignalWatcher::signal() {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return signal_;
 }
 

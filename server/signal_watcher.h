@@ -6,14 +6,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <csignal>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace loom {
 
@@ -42,12 +41,11 @@ class SignalWatcher {
  private:
   void Run();
 
-  // std::mutex rather than absl::Mutex: ThreadSanitizer sees its ordering.
-  std::mutex mu_;
-  std::condition_variable received_;
+  Mutex mu_;
+  CondVar received_;
   int signal_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> on_signal_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false};  // atomic: read by the watcher thread without mu_
   std::thread thread_;
 };
 

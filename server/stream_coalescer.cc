@@ -1,6 +1,5 @@
 #include "server/stream_coalescer.h"
 
-#include <ranges>
 #include <utility>
 
 #include "server/proto_convert.h"
@@ -38,7 +37,8 @@ int64_t DeltaBytes(const SampleDelta& delta) {
 v1::GenerateStreamResponse& StreamCoalescer::PendingFor(uint32_t index) {
   // A sample's newest pending message takes more deltas until it carries a
   // finish reason; messages already handed out are no longer in pending_.
-  for (v1::GenerateStreamResponse& message : std::ranges::reverse_view(pending_)) {
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+    v1::GenerateStreamResponse& message = *it;
     if (message.index() == index) {
       if (message.finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
         return message;

@@ -11,27 +11,30 @@ StreamWatchdog::StreamWatchdog(absl::Duration interval)
 
 StreamWatchdog::~StreamWatchdog() {
   {
-    const std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.NotifyAll();
   thread_.join();
 }
 
 void StreamWatchdog::Watch(Check check) {
-  const std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   checks_.push_back(std::move(check));
 }
 
 void StreamWatchdog::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(interval_),
-                            [this] { return stopping_; })) {
+  mu_.Lock();
+  while (true) {
+    const absl::Time tick = absl::Now() + interval_;
+    while (!stopping_ && stop_cv_.WaitFor(mu_, tick - absl::Now())) {
+    }
+    if (stopping_) break;
     // The checks run outside the lock: they take the streams' own locks, and
     // new streams register meanwhile.
     std::vector<Check> checks = std::move(checks_);
     checks_.clear();
-    lock.unlock();
+    mu_.Unlock();
     const absl::Time now = absl::Now();
     std::vector<Check> alive;
     alive.reserve(checks.size());
@@ -40,12 +43,13 @@ void StreamWatchdog::Run() {
         alive.push_back(std::move(check));
       }
     }
-    lock.lock();
+    mu_.Lock();
     for (Check& check : checks_) {
       alive.push_back(std::move(check));
     }
     checks_ = std::move(alive);
   }
+  mu_.Unlock();
 }
 
 }  // namespace loom

@@ -3,14 +3,13 @@
 // at each stream's buffered output even when no new output arrives.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 
 namespace loom {
 
@@ -31,8 +30,8 @@ class StreamWatchdog {
   void Run();
 
   const absl::Duration interval_;
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
+  Mutex mu_;
+  CondVar stop_cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Check> checks_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: it uses every member above

@@ -39,12 +39,12 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_.store(true, std::memory_order_relaxed);
     // Bump under the lock so a worker that checked the generation cannot miss it.
     generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -71,10 +71,10 @@ void ThreadPool::Run(int64_t n, int64_t grain,
   next_.store(0, std::memory_order_relaxed);
   busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   RunChunks();
   for (int i = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++i) Backoff(i);
 }
@@ -88,8 +88,8 @@ void ThreadPool::WorkerLoop() {
       current = generation_.load(std::memory_order_acquire);
     }
     if (current == seen) {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      MutexLock lock(mu_);
+      while (generation_.load(std::memory_order_acquire) == seen) wake_.Wait(mu_);
       current = generation_.load(std::memory_order_acquire);
     }
     seen = current;

@@ -4,13 +4,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "kernels/parallel.h"
 
 namespace loom::kernels::cpu {
@@ -33,8 +32,11 @@ class ThreadPool final : public ParallelFor {
   void RunChunks();
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable wake_;
+  // mu_ guards no member: it only orders a sleeping worker's check of
+  // generation_ against the bump that wakes it. Every field below is an atomic
+  // or the job published by the release increment of generation_.
+  Mutex mu_;
+  CondVar wake_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};
   // The current job, published by the release increment of generation_.

@@ -103,7 +103,10 @@ class PrometheusScrapeTest(unittest.TestCase):
         cls.grpc_port, cls.http_port, cls.prom_port = free_port(), free_port(), free_port()
         cls.loomd = start_logged(os.path.join(cls.tmp, "loomd.log"), [
             ARGS.loomd, f"--model={ARGS.model}", "--host=127.0.0.1", f"--port={cls.grpc_port}",
-            f"--http_port={cls.http_port}", "--device=cpu", "--threads=2", "--drain_timeout=20s"])
+            f"--http_port={cls.http_port}", "--device=cpu", "--threads=2", "--drain_timeout=20s",
+            # A small, fixed KV cache, as the other daemon tests use: one sized
+            # from free memory grows past the machine's RAM under TSan.
+            "--max_model_len=512", "--kv_cache_bytes=67108864"])
         cls.processes.append(cls.loomd)
         config = os.path.join(cls.tmp, "prometheus.yml")
         with open(config, "w", encoding="utf-8") as stream:

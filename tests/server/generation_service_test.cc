@@ -125,7 +125,12 @@ class GenerationServiceTest : public ::testing::Test {
     stub_ = v1::GenerationService::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
   }
 
-  void TearDown() override { server_->Shutdown(); }
+  // Shutdown waits for every callback, the recorder's included; taking mu_
+  // after it shows TSan that order before recorded_ is destroyed.
+  void TearDown() override {
+    server_->Shutdown();
+    std::unique_lock<std::mutex> lock(mu_);
+  }
 
   static v1::GenerateRequest Request(std::string prompt) {
     v1::GenerateRequest r;
