@@ -20,10 +20,23 @@ namespace loom {
 // gRPC (Finish, StartWrite, returning from the constructor or OnCancel), and
 // OnCancel, OnWriteDone and OnDone call ReactorAcquire() first: the order gRPC guarantees,
 // made visible to TSan. The clock is process-wide because the reactor's own
-// memory, mutex included, is what OnDone frees.
+// memory, mutex included, is what OnDone frees. Only the tsan build keeps the
+// clock; elsewhere both calls are empty.
+#if defined(__SANITIZE_THREAD__)
+#define LOOM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LOOM_TSAN 1
+#endif
+#endif
+#if defined(LOOM_TSAN)
 inline std::atomic<uint64_t> reactor_order_clock{0};
 inline void ReactorRelease() { reactor_order_clock.fetch_add(1, std::memory_order_acq_rel); }
 inline void ReactorAcquire() { (void)reactor_order_clock.load(std::memory_order_acquire); }
+#else
+inline void ReactorRelease() {}
+inline void ReactorAcquire() {}
+#endif
 
 // Reactor must befriend ReactorSink<Reactor> and have OnOutput(RequestOutput).
 template <typename Reactor>
