@@ -86,7 +86,9 @@ bool Live(LoomdProcess& loomd, const std::shared_ptr<grpc::Channel>& channel) {
 
 TEST(LoomdFaultTest, StalledStepTurnsBothProbesAndIdleStaysHealthy) {
   absl::StatusOr<std::unique_ptr<LoomdProcess>> loomd =
-      LoomdProcess::Start({"--engine_stall_timeout=1s"}, {"LOOM_TEST_FAULT=stall_at:8"});
+      // The drain may take its time: under TSan a token can take a second.
+      LoomdProcess::Start({"--engine_stall_timeout=1s", "--drain_timeout=10m"},
+                          {"LOOM_TEST_FAULT=stall_at:8"});
   ASSERT_TRUE(loomd.ok()) << loomd.status();
   const std::shared_ptr<grpc::Channel> channel = (*loomd)->NewChannel();
   // Idle for well over the stall timeout: every probe stays healthy.
