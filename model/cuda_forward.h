@@ -12,10 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cuda/attention_v2.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache/kv_cache_sizing.h"
+#include "kernels/cuda/attention_v2.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/paged_kv.h"
 #include "model/config.h"

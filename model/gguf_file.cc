@@ -263,8 +263,8 @@ class GgufParser {
         }
         array_values_ += n;
         if (array_values_ > kMaxArrayValues) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "metadata arrays hold more than ", kMaxArrayValues, " values in all"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("metadata arrays hold more than ", kMaxArrayValues, " values in all"));
         }
         GgufValue::Array values;
         for (uint64_t i = 0; i < n; ++i) {

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-
 #include "kernels/parallel.h"
 #include "model/config.h"
 #include "model/llama_forward_weights.h"
@@ -45,8 +44,9 @@ class LlamaForward {
 
   // Runs the batch; writes [logit_rows.size(), vocab] logits. on_layer runs
   // after each layer (progress for the engine's liveness).
-  void Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool,
-           std::vector<float>& logits, absl::FunctionRef<void()> on_layer = [] {});
+  void Run(
+      const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool, std::vector<float>& logits,
+      absl::FunctionRef<void()> on_layer = [] {});
 
  private:
   void Layer(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);

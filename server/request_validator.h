@@ -25,10 +25,10 @@ inline constexpr int32_t kMaxPriority = 1'000'000;
 // could otherwise grow without bound has one.
 struct RequestLimits {
   int32_t max_logit_bias = kDefaultMaxLogitBias;  // sampling.logit_bias entries
-  int32_t max_stop_token_ids = 128;              // stopping.stop_token_ids entries
-  int32_t max_cache_salt_bytes = 256;            // cache_salt
-  int64_t max_prompt_bytes = int64_t{1} << 20;   // prompt text, or all messages together
-  int32_t max_prompt_tokens = int32_t{1} << 20;  // prompt_token_ids.ids entries
+  int32_t max_stop_token_ids = 128;               // stopping.stop_token_ids entries
+  int32_t max_cache_salt_bytes = 256;             // cache_salt
+  int64_t max_prompt_bytes = int64_t{1} << 20;    // prompt text, or all messages together
+  int32_t max_prompt_tokens = int32_t{1} << 20;   // prompt_token_ids.ids entries
 };
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,

@@ -171,8 +171,7 @@ TEST(RequestValidatorTest, LogitBiasEntriesAreLimitedByMaxLogitBias) {
   EXPECT_TRUE(ValidateGenerateRequest(r, kVocab, {.max_logit_bias = 5}).ok());
   const absl::Status status = ValidateGenerateRequest(r, kVocab, {.max_logit_bias = 4});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(),
-            "sampling.logit_bias must have at most 4 entries; got 5 entries");
+  EXPECT_EQ(status.message(), "sampling.logit_bias must have at most 4 entries; got 5 entries");
   EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());  // default limit: kDefaultMaxLogitBias
 }
 

@@ -157,9 +157,8 @@ TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
 TEST_P(CudaExecutorGoldenTest, WorstCaseSamplingStepRuns) {
   LOOM_REQUIRE_GPU_OR_SKIP();
   const char* fixtures = std::getenv("LOOM_FIXTURES_DIR");
-  const std::string dir =
-      std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) + "/tiny/" +
-      std::get<0>(GetParam());
+  const std::string dir = std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) +
+                          "/tiny/" + std::get<0>(GetParam());
   absl::StatusOr<ModelConfig> config = ConfigFromJson(dir + "/config.json");
   ASSERT_TRUE(config.ok()) << config.status();
   LoadedModel model;
