@@ -1,0 +1,71 @@
+"""tsan_reports.py keeps the reports Loom must answer for and drops only library races."""
+import os
+import unittest
+
+import tsan_reports
+
+TESTDATA = os.path.join(os.path.dirname(__file__), "testdata")
+
+
+def read(name):
+    with open(os.path.join(TESTDATA, name)) as f:
+        return f.read()
+
+
+def only_report(text):
+    reports = tsan_reports.split_reports(text)
+    assert len(reports) == 1, len(reports)
+    return reports[0]
+
+
+# The inline frame Loom's own `s.resize(n, c)` shows between the Loom frame and
+# libstdc++.so's out-of-line _M_replace_aux.
+INLINE_RESIZE = ("    #3 std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> "
+                 ">::resize(unsigned long, char) /usr/include/c++/12/bits/basic_string.h:1077 "
+                 "(loomd_faults_test+0x2ce80)\n")
+
+
+def through_inline_resize(report):
+    """The same race, with Loom's own frame writing the string through std::string's API."""
+    lines = report.splitlines(keepends=True)
+    out = []
+    for line in lines:
+        if "stream_call.cc:81" in line and out and "libstdc++.so" in out[-1]:
+            out.append(INLINE_RESIZE)
+        out.append(line)
+    return "".join(out)
+
+
+def loom_write(report):
+    """The same race, with the write done in a Loom frame (no standard library between)."""
+    head, sep, tail = report.partition("  Previous write of size 1")
+    frames, blank, rest = tail.partition("\n\n")
+    loom_frames = ("  Previous write of size 1 at 0x7b1400002c50 by thread T8:\n"
+                   "    #0 loom::testing::HealthWatch::Poke() ../../tests/integration/stream_call.cc:90 "
+                   "(loomd_faults_test+0x3ce00)\n")
+    return head + loom_frames + blank + rest
+
+
+class TsanReportsTest(unittest.TestCase):
+    def test_grpc_status_string_built_by_the_library_is_ignored(self):
+        report = only_report(read("grpc_status_string.txt"))
+        self.assertTrue(tsan_reports.is_foreign_race(report))
+
+    def test_the_same_string_written_through_loom_inline_code_fails(self):
+        report = through_inline_resize(only_report(read("grpc_status_string.txt")))
+        self.assertIn("::resize(", report)
+        self.assertFalse(tsan_reports.is_foreign_race(report))
+
+    def test_a_loom_write_racing_grpc_fails(self):
+        report = loom_write(only_report(read("grpc_status_string.txt")))
+        self.assertIn("HealthWatch::Poke", report)
+        self.assertFalse(tsan_reports.is_foreign_race(report))
+
+    def test_allocation_stack_is_the_heap_block_frames(self):
+        stack = tsan_reports.allocation_stack(only_report(read("grpc_status_string.txt")))
+        self.assertTrue(stack[0].lstrip().startswith("#0 operator new"))
+        self.assertIn("stream_call.cc:81", stack[7])
+
+
+if __name__ == "__main__":
+    unittest.main()
