@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace loom::cuda {
 
@@ -54,14 +55,6 @@ inline absl::Status CudaError(const char* what, const char* expr, const char* fi
       return absl::InvalidArgumentError(                                                \
           absl::StrCat("unsupported shape at ", __FILE__, ":", __LINE__, ": ", #cond)); \
     }                                                                                   \
-  } while (0)
-
-// Propagates a non-OK absl::Status.
-#define LOOM_RETURN_IF_ERROR(expr)                                \
-  do {                                                            \
-    if (absl::Status loom_status_ = (expr); !loom_status_.ok()) { \
-      return loom_status_;                                        \
-    }                                                             \
   } while (0)
 
 // Tests and benchmarks only: abort on a failed CUDA call or a non-OK status.
