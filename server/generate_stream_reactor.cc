@@ -3,9 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/access_log.h"
 #include "server/log.h"
-#include "server/status_mapping.h"
 
 namespace loom {
 
@@ -13,12 +11,8 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
                                              const RpcRecorder& recorder,
                                              const ServiceOptions& options,
                                              StreamWatchdog& watchdog, RequestParams params)
-    : backend_(backend),
-      recorder_(recorder),
-      options_(options),
-      request_id_(params.request_id),
-      coalescer_(params.request_id),
-      sink_(std::make_shared<Sink>(this)) {
+    : GenerateReactorBase("GenerateStream", backend, recorder, options, params.request_id),
+      coalescer_(params.request_id) {
   {
     // OnOutput may run as soon as the request is submitted; it waits for the
     // constructor. Until the handler returns, StartWrite and Finish only record
@@ -30,26 +24,23 @@ GenerateStreamReactor::GenerateStreamReactor(GenerationBackend& backend,
 }
 
 void GenerateStreamReactor::Submit(StreamWatchdog& watchdog, RequestParams params) {
-  absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
-  if (handle.ok()) {
-    handle_ = *handle;
-    watchdog.Watch([sink = std::weak_ptr<Sink>(sink_)](absl::Time now) {
-      const std::shared_ptr<Sink> locked = sink.lock();
-      GenerateStreamReactor* overflowed = nullptr;
-      const bool alive = locked != nullptr && locked->Visit([&](GenerateStreamReactor& reactor) {
-        if (reactor.CheckBuffer(now)) overflowed = &reactor;
-      });
-      if (overflowed != nullptr) {
-        overflowed->AbortOverflowed();
-        return false;
-      }
-      return alive;
-    });
+  if (absl::Status submitted = SubmitToBackend(std::move(params)); !submitted.ok()) {
+    finish_called_ = true;
+    FinishWith(submitted, Usage{});
     return;
   }
-  LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
-  finish_called_ = true;
-  FinishWith(handle.status(), Usage{});
+  watchdog.Watch([sink = std::weak_ptr<Sink>(sink_)](absl::Time now) {
+    const std::shared_ptr<Sink> locked = sink.lock();
+    GenerateStreamReactor* overflowed = nullptr;
+    const bool alive = locked != nullptr && locked->Visit([&](GenerateStreamReactor& reactor) {
+      if (reactor.CheckBuffer(now)) overflowed = &reactor;
+    });
+    if (overflowed != nullptr) {
+      overflowed->AbortOverflowed();
+      return false;
+    }
+    return alive;
+  });
 }
 
 void GenerateStreamReactor::OnOutput(RequestOutput output) {
@@ -94,7 +85,7 @@ GenerateStreamReactor::Action GenerateStreamReactor::NextAction() {
   finish_called_ = true;
   finish_status_ = coalescer_.final_status();
   if (!finish_status_.ok()) {
-    LogLine(absl::StrCat("request ", request_id_, " aborted: ", finish_status_.ToString()));
+    LogAborted(finish_status_);
   }
   return Action::kFinish;
 }
@@ -156,40 +147,11 @@ void GenerateStreamReactor::AbortOverflowed() {
     MutexLock lock(mu_);
     status = finish_status_;
   }
-  LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
+  LogAborted(status);
   if (handle_.has_value()) {
     backend_.Abort(*handle_);
   }
   FinishWith(status, Usage{});
-}
-
-void GenerateStreamReactor::FinishWith(const absl::Status& status, const Usage& usage) {
-  if (recorder_) {
-    recorder_("GenerateStream", status.code());
-  }
-  LogAccess(options_.access_log, request_id_, "GenerateStream", status, usage);
-  grpc::Status grpc_status = ToGrpcStatus(status);
-  ReactorRelease();
-  Finish(std::move(grpc_status));
-}
-
-void GenerateStreamReactor::OnCancel() {
-  ReactorAcquire();
-  const std::optional<GenerationBackend::Handle> handle = handle_;
-  GenerationBackend& backend = backend_;
-  // The abort may finish the call, after which OnDone may run at any time.
-  ReactorRelease();
-  if (handle.has_value()) {
-    backend.Abort(*handle);
-  }
-}
-
-void GenerateStreamReactor::OnDone() {
-  ReactorAcquire();
-  sink_->Detach();
-  // A callback that decided on nothing to do released mu_ last.
-  { MutexLock lock(mu_); }
-  delete this;
 }
 
 }  // namespace loom

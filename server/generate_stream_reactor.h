@@ -12,12 +12,11 @@
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
-#include "base/mutex.h"
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.pb.h"
 #include "scheduler/request_params.h"
+#include "server/generate_reactor_base.h"
 #include "server/generation_backend.h"
-#include "server/reactor_sink.h"
 #include "server/rpc_recorder.h"
 #include "server/service_options.h"
 #include "server/stream_coalescer.h"
@@ -25,7 +24,9 @@
 
 namespace loom {
 
-class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+class GenerateStreamReactor final
+    : public GenerateReactorBase<GenerateStreamReactor,
+                                 grpc::ServerWriteReactor<v1::GenerateStreamResponse>> {
  public:
   // Submits params to backend; on a submit error the call finishes at once.
   // options and watchdog must outlive the call.
@@ -34,11 +35,8 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
                         RequestParams params);
 
   void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
 
  private:
-  using Sink = ReactorSink<GenerateStreamReactor>;
   friend Sink;
 
   // What to do next, decided under mu_ and carried out after releasing it.
@@ -56,17 +54,7 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   // until then: it cannot reach OnDone before Finish.
   bool CheckBuffer(absl::Time now);
   void AbortOverflowed();
-  void FinishWith(const absl::Status& status, const Usage& usage);
 
-  GenerationBackend& backend_;
-  const RpcRecorder& recorder_;
-  const ServiceOptions& options_;
-  const std::string request_id_;
-  // Written once by the constructor, before any callback can run; read-only
-  // afterwards, so read without mu_.
-  std::optional<GenerationBackend::Handle> handle_;
-
-  Mutex mu_;
   StreamCoalescer coalescer_ ABSL_GUARDED_BY(mu_);
   // The message being written; untouched from StartWrite until OnWriteDone.
   v1::GenerateStreamResponse in_flight_;
@@ -77,7 +65,6 @@ class GenerateStreamReactor final : public grpc::ServerWriteReactor<v1::Generate
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status finish_status_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<Sink> sink_;
 };
 
 }  // namespace loom

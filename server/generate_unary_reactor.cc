@@ -2,23 +2,15 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "server/access_log.h"
-#include "server/log.h"
 #include "server/proto_convert.h"
-#include "server/status_mapping.h"
 
 namespace loom {
 
 GenerateUnaryReactor::GenerateUnaryReactor(GenerationBackend& backend, const RpcRecorder& recorder,
                                            const ServiceOptions& options, RequestParams params,
                                            v1::GenerateResponse* response)
-    : backend_(backend),
-      recorder_(recorder),
-      options_(options),
-      request_id_(params.request_id),
-      response_(response),
-      sink_(std::make_shared<Sink>(this)) {
+    : GenerateReactorBase("Generate", backend, recorder, options, params.request_id),
+      response_(response) {
   {
     // OnOutput may run as soon as the request is submitted; it waits for the
     // constructor. Until the handler returns, Finish only records the status,
@@ -34,14 +26,10 @@ void GenerateUnaryReactor::Submit(RequestParams params) {
   for (int32_t i = 0; i < params.n; ++i) {
     response_->add_completions()->set_index(i);
   }
-  absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
-  if (handle.ok()) {
-    handle_ = *handle;
-    return;
+  if (absl::Status submitted = SubmitToBackend(std::move(params)); !submitted.ok()) {
+    finished_ = true;
+    FinishWith(submitted, Usage{});
   }
-  LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
-  finished_ = true;
-  FinishWith(handle.status(), Usage{});
 }
 
 void GenerateUnaryReactor::OnOutput(RequestOutput output) {
@@ -76,38 +64,9 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
     }
   }
   if (!status.ok()) {
-    LogLine(absl::StrCat("request ", request_id_, " aborted: ", status.ToString()));
+    LogAborted(status);
   }
   FinishWith(status, output.usage);
-}
-
-void GenerateUnaryReactor::FinishWith(const absl::Status& status, const Usage& usage) {
-  if (recorder_) {
-    recorder_("Generate", status.code());
-  }
-  LogAccess(options_.access_log, request_id_, "Generate", status, usage);
-  grpc::Status grpc_status = ToGrpcStatus(status);
-  ReactorRelease();
-  Finish(std::move(grpc_status));
-}
-
-void GenerateUnaryReactor::OnCancel() {
-  ReactorAcquire();
-  const std::optional<GenerationBackend::Handle> handle = handle_;
-  GenerationBackend& backend = backend_;
-  // The abort may finish the call, after which OnDone may run at any time.
-  ReactorRelease();
-  if (handle.has_value()) {
-    backend.Abort(*handle);
-  }
-}
-
-void GenerateUnaryReactor::OnDone() {
-  ReactorAcquire();
-  sink_->Detach();
-  // A callback that returned without finishing released mu_ last.
-  { MutexLock lock(mu_); }
-  delete this;
 }
 
 }  // namespace loom
