@@ -8,20 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "model/tokenizer_utf8.h"
 
 namespace loom::jinja {
-namespace {
-
-constexpr int64_t kMaxRange = 1'000'000;
 
 absl::Status TypeError(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("chat template error: ", what));
-}
-
-absl::StatusOr<Value> StringValue(absl::StatusOr<std::string> s) {
-  if (!s.ok()) return s.status();
-  return Value(*std::move(s));
 }
 
 absl::Status Unsupported(absl::string_view kind, absl::string_view name) {
@@ -29,7 +22,6 @@ absl::Status Unsupported(absl::string_view kind, absl::string_view name) {
       absl::StrCat("chat template: unsupported ", kind, " '", name, "'"));
 }
 
-// Code point boundaries, so that strings index and slice by character.
 std::vector<std::string> Chars(const std::string& s) {
   std::vector<std::string> chars;
   for (size_t i = 0; i < s.size();) {
@@ -38,6 +30,15 @@ std::vector<std::string> Chars(const std::string& s) {
     i += n;
   }
   return chars;
+}
+
+namespace {
+
+constexpr int64_t kMaxRange = 1'000'000;
+
+absl::StatusOr<Value> StringValue(absl::StatusOr<std::string> s) {
+  LOOM_ASSIGN_OR_RETURN(std::string text, std::move(s));
+  return Value(std::move(text));
 }
 
 bool IsStripChar(char c, const std::optional<std::string>& chars) {
@@ -88,276 +89,185 @@ absl::StatusOr<int64_t> Length(const Value& v) {
   return TypeError(absl::StrCat("object of type ", v.TypeName(), " has no length"));
 }
 
-absl::StatusOr<bool> Compare(const std::string& op, const Value& a, const Value& b) {
-  int cmp;
-  if (a.is_number() && b.is_number()) {
-    cmp = a.as_number() < b.as_number() ? -1 : (a.as_number() > b.as_number() ? 1 : 0);
-  } else if (a.is_string() && b.is_string()) {
-    cmp = a.as_string().compare(b.as_string());
-  } else {
-    return TypeError(absl::StrCat("cannot compare ", a.TypeName(), " and ", b.TypeName()));
-  }
-  if (op == "<") return cmp < 0;
-  if (op == ">") return cmp > 0;
-  if (op == "<=") return cmp <= 0;
-  return cmp >= 0;
+}  // namespace
+
+namespace {
+
+// A filter's call: args[0] is the filtered value, v; name tells aliases apart.
+struct FilterCall {
+  const std::string& name;
+  const std::vector<Value>& args;
+  const Kwargs& kwargs;
+  const Value& v;
+};
+using FilterResult = absl::StatusOr<Value>;
+using Filter = FilterResult (*)(const FilterCall&);
+
+FilterResult FilterTrim(const FilterCall& c) {
+  if (!c.v.is_string()) return TypeError("trim needs a string");
+  return Value(Strip(c.v.as_string(), true, true, OptString(c.args, 1)));
 }
 
-absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
-  if (container.is_string() && item.is_string()) {
-    return container.as_string().find(item.as_string()) != std::string::npos;
-  }
-  if (container.is_list()) {
-    return std::any_of(container.list().begin(), container.list().end(),
-                       [&](const Value& v) { return v.Equals(item); });
-  }
-  if (container.is_dict() && item.is_string()) return container.dict().contains(item.as_string());
-  return TypeError(absl::StrCat("'in' needs a string, list or dict, not ", container.TypeName()));
+FilterResult FilterLength(const FilterCall& c) {
+  LOOM_ASSIGN_OR_RETURN(const int64_t n, Length(c.v));
+  return Value(n);
 }
+
+FilterResult FilterToJson(const FilterCall& c) {
+  if (Kwarg(c.kwargs, "indent") != nullptr) return Unsupported("filter argument", "tojson(indent)");
+  return Value(c.v.ToJson());
+}
+
+FilterResult FilterInt(const FilterCall& c) {
+  if (c.v.is_number()) return Value(static_cast<int64_t>(c.v.as_number()));
+  if (c.v.is_string()) {
+    return Value(static_cast<int64_t>(std::strtoll(c.v.as_string().c_str(), nullptr, 10)));
+  }
+  return Value(int64_t{0});
+}
+
+FilterResult FilterFloat(const FilterCall& c) {
+  if (c.v.is_number()) return Value(c.v.as_number());
+  if (c.v.is_string()) return Value(std::strtod(c.v.as_string().c_str(), nullptr));
+  return Value(0.0);
+}
+
+FilterResult FilterDefault(const FilterCall& c) {
+  const bool boolean = c.args.size() > 2 && c.args[2].Truthy();
+  if (c.v.is_undefined() || (boolean && !c.v.Truthy())) {
+    return c.args.size() > 1 ? c.args[1] : Value("");
+  }
+  return c.v;
+}
+
+// first and last.
+FilterResult FilterEnd(const FilterCall& c) {
+  const bool first = c.name == "first";
+  if (c.v.is_list()) {
+    if (c.v.list().empty()) return Value();
+    return first ? c.v.list().front() : c.v.list().back();
+  }
+  if (c.v.is_string()) {
+    std::vector<std::string> chars = Chars(c.v.as_string());
+    if (chars.empty()) return Value();
+    return Value(first ? chars.front() : chars.back());
+  }
+  return TypeError(absl::StrCat(c.name, " needs a list or string"));
+}
+
+FilterResult FilterJoin(const FilterCall& c) {
+  if (!c.v.is_list()) return TypeError("join needs a list");
+  std::vector<std::string> parts;
+  for (const Value& item : c.v.list()) parts.push_back(item.ToString());
+  return StringValue(JoinChecked(parts, OptString(c.args, 1).value_or("")));
+}
+
+FilterResult FilterReplace(const FilterCall& c) {
+  const std::vector<Value>& args = c.args;
+  if (args.size() < 3 || !args[1].is_string() || !args[2].is_string()) {
+    return TypeError("replace needs two strings");
+  }
+  return StringValue(ReplaceChecked(c.v.ToString(), args[1].as_string(), args[2].as_string()));
+}
+
+FilterResult FilterList(const FilterCall& c) {
+  if (c.v.is_list()) return c.v;
+  Value::List items;
+  if (c.v.is_string()) {
+    for (std::string& ch : Chars(c.v.as_string())) items.emplace_back(std::move(ch));
+  } else if (c.v.is_dict()) {
+    for (const auto& [k, unused] : c.v.dict()) items.emplace_back(k);
+  } else {
+    return TypeError(absl::StrCat("cannot make a list of ", c.v.TypeName()));
+  }
+  return Value::MakeList(std::move(items));
+}
+
+FilterResult FilterReverse(const FilterCall& c) {
+  if (c.v.is_list()) return Value::MakeList(Value::List(c.v.list().rbegin(), c.v.list().rend()));
+  std::vector<std::string> chars = Chars(c.v.ToString());
+  std::reverse(chars.begin(), chars.end());
+  return Value(absl::StrJoin(chars, ""));
+}
+
+FilterResult FilterItems(const FilterCall& c) {
+  if (!c.v.is_dict()) return TypeError("items needs a dict");
+  return CallMethod(c.v, "items", {});
+}
+
+// selectattr and rejectattr: keep the items whose attribute passes the test
+// (truthiness when none is named), or the ones that fail it.
+FilterResult FilterSelectAttr(const FilterCall& c) {
+  const std::vector<Value>& args = c.args;
+  if (!c.v.is_list() || args.size() < 2 || !args[1].is_string()) {
+    return TypeError(absl::StrCat(c.name, " needs a list and an attribute name"));
+  }
+  Value::List kept;
+  for (const Value& item : c.v.list()) {
+    const Value attr = GetItem(item, args[1]);
+    bool pass = attr.Truthy();
+    if (args.size() > 2) {
+      std::vector<Value> test_args = {attr};
+      test_args.insert(test_args.end(), args.begin() + 3, args.end());
+      if (!args[2].is_string()) return TypeError("test name must be a string");
+      LOOM_ASSIGN_OR_RETURN(pass, ApplyTest(args[2].as_string(), test_args));
+    }
+    if (pass == (c.name == "selectattr")) kept.push_back(item);
+  }
+  return Value::MakeList(std::move(kept));
+}
+
+FilterResult FilterMap(const FilterCall& c) {
+  const Value* attribute = Kwarg(c.kwargs, "attribute");
+  if (!c.v.is_list() || attribute == nullptr)
+    return Unsupported("filter", "map without attribute=");
+  Value::List mapped;
+  for (const Value& item : c.v.list()) mapped.push_back(GetItem(item, *attribute));
+  return Value::MakeList(std::move(mapped));
+}
+
+// Every filter by name; aliases share a function.
+constexpr std::pair<std::string_view, Filter> kFilters[] = {
+    {"trim", FilterTrim},
+    {"length", FilterLength},
+    {"count", FilterLength},
+    {"upper",
+     [](const FilterCall& c) -> FilterResult {
+       return Value(absl::AsciiStrToUpper(c.v.ToString()));
+     }},
+    {"lower",
+     [](const FilterCall& c) -> FilterResult {
+       return Value(absl::AsciiStrToLower(c.v.ToString()));
+     }},
+    {"title",
+     [](const FilterCall& c) -> FilterResult { return Value(Title(c.v.ToString(), false)); }},
+    {"capitalize",
+     [](const FilterCall& c) -> FilterResult { return Value(Title(c.v.ToString(), true)); }},
+    {"string", [](const FilterCall& c) -> FilterResult { return Value(c.v.ToString()); }},
+    {"safe", [](const FilterCall& c) -> FilterResult { return c.v; }},
+    {"tojson", FilterToJson},
+    {"int", FilterInt},
+    {"float", FilterFloat},
+    {"default", FilterDefault},
+    {"d", FilterDefault},
+    {"first", FilterEnd},
+    {"last", FilterEnd},
+    {"join", FilterJoin},
+    {"replace", FilterReplace},
+    {"list", FilterList},
+    {"reverse", FilterReverse},
+    {"items", FilterItems},
+    {"selectattr", FilterSelectAttr},
+    {"rejectattr", FilterSelectAttr},
+    {"map", FilterMap},
+};
 
 }  // namespace
 
-Value GetItem(const Value& object, const Value& key) {
-  if (object.is_dict() && key.is_string()) {
-    auto it = object.dict().find(key.as_string());
-    return it == object.dict().end() ? Value() : it->second;
-  }
-  if ((object.is_list() || object.is_string()) && key.is_int()) {
-    const std::vector<std::string> chars =
-        object.is_string() ? Chars(object.as_string()) : std::vector<std::string>();
-    const int64_t n = object.is_list() ? static_cast<int64_t>(object.list().size())
-                                       : static_cast<int64_t>(chars.size());
-    int64_t i = key.as_int();
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) return Value();
-    return object.is_list() ? object.list()[i] : Value(chars[i]);
-  }
-  return Value();
-}
-
-absl::StatusOr<Value> Slice(const Value& object, std::optional<int64_t> start,
-                            std::optional<int64_t> stop, std::optional<int64_t> step) {
-  if (!object.is_list() && !object.is_string()) {
-    return TypeError(absl::StrCat("cannot slice ", object.TypeName()));
-  }
-  const std::vector<std::string> chars =
-      object.is_string() ? Chars(object.as_string()) : std::vector<std::string>();
-  const int64_t n = object.is_list() ? static_cast<int64_t>(object.list().size())
-                                     : static_cast<int64_t>(chars.size());
-  const int64_t s = step.value_or(1);
-  if (s == 0) return TypeError("slice step cannot be zero");
-  // Python's slice bounds: negatives count from the end, then clamp.
-  auto norm = [&](std::optional<int64_t> v, int64_t fallback, int64_t lo, int64_t hi) {
-    if (!v) return fallback;
-    int64_t x = *v < 0 ? *v + n : *v;
-    return std::clamp(x, lo, hi);
-  };
-  const int64_t b = s > 0 ? norm(start, 0, 0, n) : norm(start, n - 1, -1, n - 1);
-  const int64_t e = s > 0 ? norm(stop, n, 0, n) : norm(stop, -1, -1, n - 1);
-  Value::List items;
-  std::string text;
-  for (int64_t i = b; s > 0 ? i < e : i > e; i += s) {
-    if (object.is_list()) {
-      items.push_back(object.list()[i]);
-    } else {
-      text += chars[i];
-    }
-  }
-  return object.is_list() ? Value::MakeList(std::move(items)) : Value(std::move(text));
-}
-
-absl::StatusOr<Value> BinaryOp(const std::string& op, const Value& a, const Value& b) {
-  if (op == "==") return Value(a.Equals(b));
-  if (op == "!=") return Value(!a.Equals(b));
-  if (op == "<" || op == ">" || op == "<=" || op == ">=") {
-    absl::StatusOr<bool> r = Compare(op, a, b);
-    if (!r.ok()) return r.status();
-    return Value(*r);
-  }
-  if (op == "in" || op == "not in") {
-    absl::StatusOr<bool> r = Contains(b, a);
-    if (!r.ok()) return r.status();
-    return Value(*r == (op == "in"));
-  }
-  if (op == "~") return Value(a.ToString() + b.ToString());
-  if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
-    if (a.is_list() && b.is_list()) {
-      Value::List items = a.list();
-      items.insert(items.end(), b.list().begin(), b.list().end());
-      return Value::MakeList(std::move(items));
-    }
-  }
-  if (op == "*" && a.is_string() && b.is_int()) {
-    const size_t times = static_cast<size_t>(std::max<int64_t>(b.as_int(), 0));
-    const size_t unit = a.as_string().size();
-    if (unit > 0 && times > kMaxStringBytes / unit) {
-      return CheckStringSize(times > SIZE_MAX / unit ? SIZE_MAX : unit * times);
-    }
-    std::string out;
-    out.reserve(unit * times);
-    for (size_t i = 0; i < times; ++i) out += a.as_string();
-    return Value(std::move(out));
-  }
-  if (!a.is_number() || !b.is_number() || a.is_bool() || b.is_bool()) {
-    return TypeError(absl::StrCat("unsupported operand types for ", op, ": ", a.TypeName(), " and ",
-                                  b.TypeName()));
-  }
-  const bool ints = a.is_int() && b.is_int();
-  const double x = a.as_number(), y = b.as_number();
-  // Templates are untrusted input: integer results that do not fit in 64 bits
-  // are an error, never undefined behaviour.
-  if (ints && (op == "+" || op == "-" || op == "*")) {
-    int64_t r = 0;
-    const bool overflow = op == "+"   ? __builtin_add_overflow(a.as_int(), b.as_int(), &r)
-                          : op == "-" ? __builtin_sub_overflow(a.as_int(), b.as_int(), &r)
-                                      : __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
-    if (overflow) return TypeError(absl::StrCat("integer overflow in ", op));
-    return Value(r);
-  }
-  if (op == "+") return Value(x + y);
-  if (op == "-") return Value(x - y);
-  if (op == "*") return Value(x * y);
-  if (op == "**") {
-    const double p = std::pow(x, y);
-    if (!ints || b.as_int() < 0) return Value(p);
-    if (!(std::fabs(p) < 9.2e18)) return TypeError("integer overflow in **");
-    return Value(static_cast<int64_t>(p));
-  }
-  if (y == 0) return TypeError("division by zero");
-  if (op == "/") return Value(x / y);
-  if (op == "//") {
-    const double q = std::floor(x / y);
-    if (!ints) return Value(q);
-    if (!(std::fabs(q) < 9.2e18)) return TypeError("integer overflow in //");
-    return Value(static_cast<int64_t>(q));
-  }
-  if (op == "%") {
-    if (ints) {
-      if (b.as_int() == -1) return Value(int64_t{0});  // INT64_MIN % -1 overflows
-      int64_t r = a.as_int() % b.as_int();
-      if (r != 0 && ((r < 0) != (b.as_int() < 0))) r += b.as_int();  // Python's sign rule
-      return Value(r);
-    }
-    return Value(x - y * std::floor(x / y));
-  }
-  return Unsupported("operator", op);
-}
-
 absl::StatusOr<Value> ApplyFilter(const std::string& name, const std::vector<Value>& args,
                                   const Kwargs& kwargs) {
-  const Value& v = args[0];
-  if (name == "trim") {
-    if (!v.is_string()) return TypeError("trim needs a string");
-    return Value(Strip(v.as_string(), true, true, OptString(args, 1)));
-  }
-  if (name == "length" || name == "count") {
-    absl::StatusOr<int64_t> n = Length(v);
-    if (!n.ok()) return n.status();
-    return Value(*n);
-  }
-  if (name == "upper") return Value(absl::AsciiStrToUpper(v.ToString()));
-  if (name == "lower") return Value(absl::AsciiStrToLower(v.ToString()));
-  if (name == "title") return Value(Title(v.ToString(), false));
-  if (name == "capitalize") return Value(Title(v.ToString(), true));
-  if (name == "string") return Value(v.ToString());
-  if (name == "safe") return v;
-  if (name == "tojson") {
-    if (Kwarg(kwargs, "indent") != nullptr) return Unsupported("filter argument", "tojson(indent)");
-    return Value(v.ToJson());
-  }
-  if (name == "int") {
-    if (v.is_number()) return Value(static_cast<int64_t>(v.as_number()));
-    if (v.is_string())
-      return Value(static_cast<int64_t>(std::strtoll(v.as_string().c_str(), nullptr, 10)));
-    return Value(int64_t{0});
-  }
-  if (name == "float") {
-    if (v.is_number()) return Value(v.as_number());
-    if (v.is_string()) return Value(std::strtod(v.as_string().c_str(), nullptr));
-    return Value(0.0);
-  }
-  if (name == "default" || name == "d") {
-    const bool boolean = args.size() > 2 && args[2].Truthy();
-    if (v.is_undefined() || (boolean && !v.Truthy())) return args.size() > 1 ? args[1] : Value("");
-    return v;
-  }
-  if (name == "first" || name == "last") {
-    if (v.is_list()) {
-      if (v.list().empty()) return Value();
-      return name == "first" ? v.list().front() : v.list().back();
-    }
-    if (v.is_string()) {
-      std::vector<std::string> chars = Chars(v.as_string());
-      if (chars.empty()) return Value();
-      return Value(name == "first" ? chars.front() : chars.back());
-    }
-    return TypeError(absl::StrCat(name, " needs a list or string"));
-  }
-  if (name == "join") {
-    if (!v.is_list()) return TypeError("join needs a list");
-    std::vector<std::string> parts;
-    for (const Value& item : v.list()) parts.push_back(item.ToString());
-    return StringValue(JoinChecked(parts, OptString(args, 1).value_or("")));
-  }
-  if (name == "replace") {
-    if (args.size() < 3 || !args[1].is_string() || !args[2].is_string()) {
-      return TypeError("replace needs two strings");
-    }
-    return StringValue(ReplaceChecked(v.ToString(), args[1].as_string(), args[2].as_string()));
-  }
-  if (name == "list") {
-    if (v.is_list()) return v;
-    Value::List items;
-    if (v.is_string()) {
-      for (std::string& c : Chars(v.as_string())) items.emplace_back(std::move(c));
-    } else if (v.is_dict()) {
-      for (const auto& [k, unused] : v.dict()) items.emplace_back(k);
-    } else {
-      return TypeError(absl::StrCat("cannot make a list of ", v.TypeName()));
-    }
-    return Value::MakeList(std::move(items));
-  }
-  if (name == "reverse") {
-    if (v.is_list()) {
-      Value::List items(v.list().rbegin(), v.list().rend());
-      return Value::MakeList(std::move(items));
-    }
-    std::vector<std::string> chars = Chars(v.ToString());
-    std::reverse(chars.begin(), chars.end());
-    return Value(absl::StrJoin(chars, ""));
-  }
-  if (name == "items") {
-    if (!v.is_dict()) return TypeError("items needs a dict");
-    return CallMethod(v, "items", {});
-  }
-  if (name == "selectattr" || name == "rejectattr") {
-    if (!v.is_list() || args.size() < 2 || !args[1].is_string()) {
-      return TypeError(absl::StrCat(name, " needs a list and an attribute name"));
-    }
-    Value::List kept;
-    for (const Value& item : v.list()) {
-      const Value attr = GetItem(item, args[1]);
-      bool pass = attr.Truthy();
-      if (args.size() > 2) {
-        std::vector<Value> test_args = {attr};
-        test_args.insert(test_args.end(), args.begin() + 3, args.end());
-        if (!args[2].is_string()) return TypeError("test name must be a string");
-        absl::StatusOr<bool> r = ApplyTest(args[2].as_string(), test_args);
-        if (!r.ok()) return r.status();
-        pass = *r;
-      }
-      if (pass == (name == "selectattr")) kept.push_back(item);
-    }
-    return Value::MakeList(std::move(kept));
-  }
-  if (name == "map") {
-    const Value* attribute = Kwarg(kwargs, "attribute");
-    if (!v.is_list() || attribute == nullptr)
-      return Unsupported("filter", "map without attribute=");
-    Value::List mapped;
-    for (const Value& item : v.list()) mapped.push_back(GetItem(item, *attribute));
-    return Value::MakeList(std::move(mapped));
+  for (const auto& [filter_name, filter] : kFilters) {
+    if (filter_name == name) return filter(FilterCall{name, args, kwargs, args[0]});
   }
   return Unsupported("filter", name);
 }
@@ -387,7 +297,8 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const std::vector<Value>
   }
   if (name == "in") {
     if (args.size() < 2) return TypeError("in needs an argument");
-    return Contains(args[1], v);
+    LOOM_ASSIGN_OR_RETURN(const Value in, BinaryOp("in", v, args[1]));
+    return in.as_bool();
   }
   return Unsupported("test", name);
 }

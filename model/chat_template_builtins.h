@@ -7,12 +7,21 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/chat_template_ast.h"
 
 namespace loom::jinja {
 
 using Kwargs = std::vector<std::pair<std::string, Value>>;
+
+// INVALID_ARGUMENT "chat template error: <what>", for a value of the wrong kind.
+absl::Status TypeError(absl::string_view what);
+// UNIMPLEMENTED for a filter, test, method, function or operator outside the subset.
+absl::Status Unsupported(absl::string_view kind, absl::string_view name);
+// s split at code point boundaries, so that strings index and slice by character.
+std::vector<std::string> Chars(const std::string& s);
 
 // object.attr / object[key]; undefined when absent.
 Value GetItem(const Value& object, const Value& key);

@@ -15,10 +15,6 @@
 namespace loom::jinja {
 namespace {
 
-absl::Status TypeError(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("chat template error: ", what));
-}
-
 absl::Status Exhausted(absl::string_view what, size_t limit) {
   return absl::ResourceExhaustedError(
       absl::StrCat("chat template: ", what, " exceeds the limit of ", limit));
