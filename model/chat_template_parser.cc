@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/chat_template_ast.h"
 #include "model/chat_template_lexer.h"
 
@@ -17,7 +18,7 @@ class Parser {
   absl::StatusOr<NodeList> ParseTemplate() {
     NodeList nodes;
     std::string end_tag;
-    if (absl::Status s = ParseBody(nodes, {}, end_tag); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(ParseBody(nodes, {}, end_tag));
     if (!end_tag.empty()) return SyntaxError(Peek().pos, absl::StrCat("unexpected ", end_tag));
     return nodes;
   }
@@ -33,6 +34,9 @@ class Parser {
   bool IsName(std::string_view name, size_t ahead = 0) const {
     return Peek(ahead).type == Token::Type::kName && Peek(ahead).text == name;
   }
+  // Consumes the next token when it is the operator (name) given.
+  bool AcceptOp(std::string_view op) { return IsOp(op) && (Next(), true); }
+  bool AcceptName(std::string_view name) { return IsName(name) && (Next(), true); }
   absl::Status Expect(Token::Type type, std::string_view text, std::string_view what) {
     const Token& t = Next();
     if (t.type != type || (!text.empty() && t.text != text)) {
@@ -45,12 +49,18 @@ class Parser {
     if (t.type != Token::Type::kName) return SyntaxError(t.pos, "expected a name");
     return t.text;
   }
+  absl::Status ExpectBlockEnd() { return Expect(Token::Type::kBlockEnd, "", "%}"); }
 
   // Parses nodes until one of `end_tags` opens a block tag (consumed up to the
   // tag name, which is returned in end_tag) or the template ends.
   absl::Status ParseBody(NodeList& nodes, const std::vector<std::string_view>& end_tags,
                          std::string& end_tag);
   absl::Status ParseStatement(NodeList& nodes, const std::string& keyword);
+  // The tags' bodies after the keyword; each leaves end_tag as the tag that
+  // closed the block, or empty for a tag without one.
+  absl::Status ParseIf(Node& n, std::string& end_tag);
+  absl::Status ParseFor(Node& n, std::string& end_tag);
+  absl::Status ParseSet(Node& n);
 
   absl::StatusOr<ExprPtr> ParseExpression();
   // A left-associative chain `operand (op operand)*` of a keyword operator.
@@ -66,6 +76,9 @@ class Parser {
   absl::StatusOr<ExprPtr> ParseFilters(ExprPtr node);
   absl::StatusOr<ExprPtr> ParsePrimary();
   absl::Status ParseArgs(Expr& call);
+  // node as the first argument of a new expression of kind named by the next
+  // token (x.attr, x|filter, x is test).
+  absl::StatusOr<ExprPtr> WrapNamed(Expr::Kind kind, ExprPtr node);
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
@@ -78,6 +91,19 @@ ExprPtr MakeExpr(Expr::Kind kind, std::string name = "") {
   auto e = std::make_unique<Expr>();
   e->kind = kind;
   e->name = std::move(name);
+  return e;
+}
+
+ExprPtr MakeLiteral(Value value) {
+  ExprPtr e = MakeExpr(Expr::Kind::kLiteral);
+  e->value = std::move(value);
+  return e;
+}
+
+ExprPtr MakeBinary(std::string op, ExprPtr left, ExprPtr right) {
+  ExprPtr e = MakeExpr(Expr::Kind::kBinary, std::move(op));
+  e->args.push_back(std::move(left));
+  e->args.push_back(std::move(right));
   return e;
 }
 
@@ -121,23 +147,20 @@ absl::Status Parser::ParseBody(NodeList& nodes, const std::vector<std::string_vi
       n.text = t.text;
       nodes.push_back(std::move(n));
     } else if (t.type == Token::Type::kVarBegin) {
-      absl::StatusOr<ExprPtr> e = ParseExpression();
-      if (!e.ok()) return e.status();
-      if (absl::Status s = Expect(Token::Type::kVarEnd, "", "}}"); !s.ok()) return s;
       Node n;
       n.kind = Node::Kind::kOutput;
-      n.expr = *std::move(e);
+      LOOM_ASSIGN_OR_RETURN(n.expr, ParseExpression());
+      LOOM_RETURN_IF_ERROR(Expect(Token::Type::kVarEnd, "", "}}"));
       nodes.push_back(std::move(n));
     } else if (t.type == Token::Type::kBlockBegin) {
-      absl::StatusOr<std::string> keyword = ExpectName();
-      if (!keyword.ok()) return keyword.status();
+      LOOM_ASSIGN_OR_RETURN(std::string keyword, ExpectName());
       for (std::string_view end : end_tags) {
-        if (*keyword == end) {
-          end_tag = *keyword;
+        if (keyword == end) {
+          end_tag = std::move(keyword);
           return absl::OkStatus();
         }
       }
-      if (absl::Status s = ParseStatement(nodes, *keyword); !s.ok()) return s;
+      LOOM_RETURN_IF_ERROR(ParseStatement(nodes, keyword));
     } else {
       return SyntaxError(t.pos, "unexpected token");
     }
@@ -155,67 +178,13 @@ absl::Status Parser::ParseStatement(NodeList& nodes, const std::string& keyword)
   std::string end_tag;
   if (keyword == "if") {
     n.kind = Node::Kind::kIf;
-    absl::StatusOr<ExprPtr> cond = ParseExpression();
-    while (true) {
-      if (!cond.ok()) return cond.status();
-      if (absl::Status s = Expect(Token::Type::kBlockEnd, "", "%}"); !s.ok()) return s;
-      NodeList body;
-      if (absl::Status s = ParseBody(body, {"elif", "else", "endif"}, end_tag); !s.ok()) return s;
-      n.branches.emplace_back(*std::move(cond), std::move(body));
-      if (end_tag == "elif") {
-        cond = ParseExpression();
-        continue;
-      }
-      if (end_tag == "else") {
-        if (absl::Status s = Expect(Token::Type::kBlockEnd, "", "%}"); !s.ok()) return s;
-        NodeList else_body;
-        if (absl::Status s = ParseBody(else_body, {"endif"}, end_tag); !s.ok()) return s;
-        n.branches.emplace_back(nullptr, std::move(else_body));
-      }
-      break;
-    }
+    LOOM_RETURN_IF_ERROR(ParseIf(n, end_tag));
   } else if (keyword == "for") {
     n.kind = Node::Kind::kFor;
-    do {
-      absl::StatusOr<std::string> target = ExpectName();
-      if (!target.ok()) return target.status();
-      n.targets.push_back(*target);
-    } while (IsOp(",") && (Next(), true));
-    if (absl::Status s = Expect(Token::Type::kName, "in", "in"); !s.ok()) return s;
-    // The iterable stops before a trailing "if" filter.
-    absl::StatusOr<ExprPtr> iter = ParseOr();
-    if (!iter.ok()) return iter.status();
-    n.expr = *std::move(iter);
-    if (IsName("if")) {
-      Next();
-      absl::StatusOr<ExprPtr> filter = ParseOr();
-      if (!filter.ok()) return filter.status();
-      n.filter = *std::move(filter);
-    }
-    if (IsName("recursive")) return absl::UnimplementedError("chat template: recursive loops");
-    if (absl::Status s = Expect(Token::Type::kBlockEnd, "", "%}"); !s.ok()) return s;
-    if (absl::Status s = ParseBody(n.body, {"else", "endfor"}, end_tag); !s.ok()) return s;
-    if (end_tag == "else") {
-      if (absl::Status s = Expect(Token::Type::kBlockEnd, "", "%}"); !s.ok()) return s;
-      if (absl::Status s = ParseBody(n.else_body, {"endfor"}, end_tag); !s.ok()) return s;
-    }
+    LOOM_RETURN_IF_ERROR(ParseFor(n, end_tag));
   } else if (keyword == "set") {
     n.kind = Node::Kind::kSet;
-    absl::StatusOr<std::string> target = ExpectName();
-    if (!target.ok()) return target.status();
-    n.targets.push_back(*target);
-    if (IsOp(".")) {
-      Next();
-      absl::StatusOr<std::string> attr = ExpectName();
-      if (!attr.ok()) return attr.status();
-      n.targets.push_back(*attr);
-    }
-    if (!IsOp("=")) return absl::UnimplementedError("chat template: block set and tuple set");
-    Next();
-    absl::StatusOr<ExprPtr> value = ParseExpression();
-    if (!value.ok()) return value.status();
-    n.expr = *std::move(value);
-    if (IsOp(",")) return absl::UnimplementedError("chat template: tuple set");
+    LOOM_RETURN_IF_ERROR(ParseSet(n));
   } else if (keyword == "break" || keyword == "continue") {
     n.kind = keyword == "break" ? Node::Kind::kBreak : Node::Kind::kContinue;
   } else {
@@ -224,9 +193,65 @@ absl::Status Parser::ParseStatement(NodeList& nodes, const std::string& keyword)
   }
   if (n.kind == Node::Kind::kSet || n.kind == Node::Kind::kBreak ||
       n.kind == Node::Kind::kContinue || !end_tag.empty()) {
-    if (absl::Status s = Expect(Token::Type::kBlockEnd, "", "%}"); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(ExpectBlockEnd());
   }
   nodes.push_back(std::move(n));
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseIf(Node& n, std::string& end_tag) {
+  absl::StatusOr<ExprPtr> cond = ParseExpression();
+  while (true) {
+    if (!cond.ok()) return cond.status();
+    LOOM_RETURN_IF_ERROR(ExpectBlockEnd());
+    NodeList body;
+    LOOM_RETURN_IF_ERROR(ParseBody(body, {"elif", "else", "endif"}, end_tag));
+    n.branches.emplace_back(*std::move(cond), std::move(body));
+    if (end_tag == "elif") {
+      cond = ParseExpression();
+      continue;
+    }
+    if (end_tag == "else") {
+      LOOM_RETURN_IF_ERROR(ExpectBlockEnd());
+      NodeList else_body;
+      LOOM_RETURN_IF_ERROR(ParseBody(else_body, {"endif"}, end_tag));
+      n.branches.emplace_back(nullptr, std::move(else_body));
+    }
+    return absl::OkStatus();
+  }
+}
+
+absl::Status Parser::ParseFor(Node& n, std::string& end_tag) {
+  do {
+    LOOM_ASSIGN_OR_RETURN(std::string target, ExpectName());
+    n.targets.push_back(std::move(target));
+  } while (AcceptOp(","));
+  LOOM_RETURN_IF_ERROR(Expect(Token::Type::kName, "in", "in"));
+  // The iterable stops before a trailing "if" filter.
+  LOOM_ASSIGN_OR_RETURN(n.expr, ParseOr());
+  if (AcceptName("if")) {
+    LOOM_ASSIGN_OR_RETURN(n.filter, ParseOr());
+  }
+  if (IsName("recursive")) return absl::UnimplementedError("chat template: recursive loops");
+  LOOM_RETURN_IF_ERROR(ExpectBlockEnd());
+  LOOM_RETURN_IF_ERROR(ParseBody(n.body, {"else", "endfor"}, end_tag));
+  if (end_tag == "else") {
+    LOOM_RETURN_IF_ERROR(ExpectBlockEnd());
+    LOOM_RETURN_IF_ERROR(ParseBody(n.else_body, {"endfor"}, end_tag));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Parser::ParseSet(Node& n) {
+  LOOM_ASSIGN_OR_RETURN(std::string target, ExpectName());
+  n.targets.push_back(std::move(target));
+  if (AcceptOp(".")) {
+    LOOM_ASSIGN_OR_RETURN(std::string attr, ExpectName());
+    n.targets.push_back(std::move(attr));
+  }
+  if (!AcceptOp("=")) return absl::UnimplementedError("chat template: block set and tuple set");
+  LOOM_ASSIGN_OR_RETURN(n.expr, ParseExpression());
+  if (IsOp(",")) return absl::UnimplementedError("chat template: tuple set");
   return absl::OkStatus();
 }
 
@@ -234,21 +259,16 @@ absl::StatusOr<ExprPtr> Parser::ParseExpression() {
   DepthGuard guard(depth_);
   if (guard.exceeded()) return SyntaxError(Peek().pos, "expression nested too deep");
   absl::StatusOr<ExprPtr> value = ParseOr();
-  if (!value.ok() || !IsName("if")) return value;
-  Next();
-  absl::StatusOr<ExprPtr> cond = ParseOr();
-  if (!cond.ok()) return cond.status();
+  if (!value.ok() || !AcceptName("if")) return value;
   ExprPtr e = MakeExpr(Expr::Kind::kTernary);
-  e->args.push_back(*std::move(cond));
+  LOOM_ASSIGN_OR_RETURN(ExprPtr cond, ParseOr());
+  e->args.push_back(std::move(cond));
   e->args.push_back(*std::move(value));
-  if (IsName("else")) {
-    Next();
-    absl::StatusOr<ExprPtr> other = ParseExpression();
-    if (!other.ok()) return other.status();
-    e->args.push_back(*std::move(other));
-  } else {
-    e->args.push_back(nullptr);
+  ExprPtr other;
+  if (AcceptName("else")) {
+    LOOM_ASSIGN_OR_RETURN(other, ParseExpression());
   }
+  e->args.push_back(std::move(other));
   return e;
 }
 
@@ -259,12 +279,8 @@ absl::StatusOr<ExprPtr> Parser::ParseKeywordChain(std::string_view op,
   while (left.ok() && IsName(op)) {
     if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
     Next();
-    absl::StatusOr<ExprPtr> right = (this->*operand)();
-    if (!right.ok()) return right.status();
-    ExprPtr e = MakeExpr(Expr::Kind::kBinary, std::string(op));
-    e->args.push_back(*std::move(left));
-    e->args.push_back(*std::move(right));
-    left = std::move(e);
+    LOOM_ASSIGN_OR_RETURN(ExprPtr right, (this->*operand)());
+    left = MakeBinary(std::string(op), *std::move(left), std::move(right));
   }
   return left;
 }
@@ -278,10 +294,9 @@ absl::StatusOr<ExprPtr> Parser::ParseNot() {
   DepthGuard guard(depth_);
   if (guard.exceeded()) return SyntaxError(Peek().pos, "expression nested too deep");
   Next();
-  absl::StatusOr<ExprPtr> operand = ParseNot();
-  if (!operand.ok()) return operand.status();
+  LOOM_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
   ExprPtr e = MakeExpr(Expr::Kind::kUnary, "not");
-  e->args.push_back(*std::move(operand));
+  e->args.push_back(std::move(operand));
   return e;
 }
 
@@ -293,8 +308,7 @@ absl::StatusOr<ExprPtr> Parser::ParseCompare() {
     std::string op;
     if (IsOp("==") || IsOp("!=") || IsOp("<") || IsOp(">") || IsOp("<=") || IsOp(">=")) {
       op = Next().text;
-    } else if (IsName("in")) {
-      Next();
+    } else if (AcceptName("in")) {
       op = "in";
     } else if (IsName("not") && IsName("in", 1)) {
       Next();
@@ -303,12 +317,8 @@ absl::StatusOr<ExprPtr> Parser::ParseCompare() {
     } else {
       break;
     }
-    absl::StatusOr<ExprPtr> right = ParseBinary(0);
-    if (!right.ok()) return right.status();
-    ExprPtr e = MakeExpr(Expr::Kind::kBinary, op);
-    e->args.push_back(*std::move(left));
-    e->args.push_back(*std::move(right));
-    left = std::move(e);
+    LOOM_ASSIGN_OR_RETURN(ExprPtr right, ParseBinary(0));
+    left = MakeBinary(std::move(op), *std::move(left), std::move(right));
   }
   return left;
 }
@@ -328,12 +338,8 @@ absl::StatusOr<ExprPtr> Parser::ParseBinary(int level) {
     }
     if (op.empty()) break;
     Next();
-    absl::StatusOr<ExprPtr> right = ParseBinary(level + 1);
-    if (!right.ok()) return right.status();
-    ExprPtr e = MakeExpr(Expr::Kind::kBinary, op);
-    e->args.push_back(*std::move(left));
-    e->args.push_back(*std::move(right));
-    left = std::move(e);
+    LOOM_ASSIGN_OR_RETURN(ExprPtr right, ParseBinary(level + 1));
+    left = MakeBinary(std::move(op), *std::move(left), std::move(right));
   }
   return left;
 }
@@ -343,16 +349,13 @@ absl::StatusOr<ExprPtr> Parser::ParseUnary() {
     DepthGuard guard(depth_);
     if (guard.exceeded()) return SyntaxError(Peek().pos, "expression nested too deep");
     ExprPtr e = MakeExpr(Expr::Kind::kUnary, Next().text);
-    absl::StatusOr<ExprPtr> operand = ParseUnary();
-    if (!operand.ok()) return operand.status();
-    e->args.push_back(*std::move(operand));
+    LOOM_ASSIGN_OR_RETURN(ExprPtr operand, ParseUnary());
+    e->args.push_back(std::move(operand));
     return e;
   }
-  absl::StatusOr<ExprPtr> primary = ParsePrimary();
-  if (!primary.ok()) return primary.status();
-  absl::StatusOr<ExprPtr> postfix = ParsePostfix(*std::move(primary));
-  if (!postfix.ok()) return postfix.status();
-  return ParseFilters(*std::move(postfix));
+  LOOM_ASSIGN_OR_RETURN(ExprPtr primary, ParsePrimary());
+  LOOM_ASSIGN_OR_RETURN(ExprPtr postfix, ParsePostfix(std::move(primary)));
+  return ParseFilters(std::move(postfix));
 }
 
 absl::Status Parser::ParseArgs(Expr& call) {
@@ -361,56 +364,50 @@ absl::Status Parser::ParseArgs(Expr& call) {
     if (Peek().type == Token::Type::kName && IsOp("=", 1)) {
       std::string key = Next().text;
       Next();
-      absl::StatusOr<ExprPtr> value = ParseExpression();
-      if (!value.ok()) return value.status();
-      call.kwargs.emplace_back(std::move(key), *std::move(value));
+      LOOM_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression());
+      call.kwargs.emplace_back(std::move(key), std::move(value));
     } else {
-      absl::StatusOr<ExprPtr> value = ParseExpression();
-      if (!value.ok()) return value.status();
-      call.args.push_back(*std::move(value));
+      LOOM_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression());
+      call.args.push_back(std::move(value));
     }
-    if (!IsOp(",")) break;
-    Next();
+    if (!AcceptOp(",")) break;
   }
   return Expect(Token::Type::kOp, ")", ")");
+}
+
+absl::StatusOr<ExprPtr> Parser::WrapNamed(Expr::Kind kind, ExprPtr node) {
+  LOOM_ASSIGN_OR_RETURN(std::string name, ExpectName());
+  ExprPtr e = MakeExpr(kind, std::move(name));
+  e->args.push_back(std::move(node));
+  return e;
 }
 
 absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
   ChainGuard chain(depth_);
   while (true) {
     if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
-    if (IsOp(".")) {
-      Next();
-      absl::StatusOr<std::string> attr = ExpectName();
-      if (!attr.ok()) return attr.status();
-      ExprPtr e = MakeExpr(Expr::Kind::kAttr, *attr);
-      e->args.push_back(std::move(node));
-      node = std::move(e);
-    } else if (IsOp("[")) {
-      Next();
+    if (AcceptOp(".")) {
+      LOOM_ASSIGN_OR_RETURN(node, WrapNamed(Expr::Kind::kAttr, std::move(node)));
+    } else if (AcceptOp("[")) {
       ExprPtr parts[3];
       int num_parts = 1;
       for (int i = 0; i < 3; ++i) {
         if (!IsOp(":") && !IsOp("]")) {
-          absl::StatusOr<ExprPtr> part = ParseExpression();
-          if (!part.ok()) return part.status();
-          parts[i] = *std::move(part);
+          LOOM_ASSIGN_OR_RETURN(parts[i], ParseExpression());
         }
-        if (!IsOp(":") || i == 2) break;
-        Next();
+        if (i == 2 || !AcceptOp(":")) break;
         ++num_parts;
       }
-      if (absl::Status s = Expect(Token::Type::kOp, "]", "]"); !s.ok()) return s;
+      LOOM_RETURN_IF_ERROR(Expect(Token::Type::kOp, "]", "]"));
       ExprPtr e = MakeExpr(num_parts == 1 ? Expr::Kind::kIndex : Expr::Kind::kSlice);
       if (num_parts == 1 && parts[0] == nullptr) return SyntaxError(Peek().pos, "empty index");
       e->args.push_back(std::move(node));
       for (int i = 0; i < (num_parts == 1 ? 1 : 3); ++i) e->args.push_back(std::move(parts[i]));
       node = std::move(e);
-    } else if (IsOp("(")) {
-      Next();
+    } else if (AcceptOp("(")) {
       ExprPtr e = MakeExpr(Expr::Kind::kCall);
       e->args.push_back(std::move(node));
-      if (absl::Status s = ParseArgs(*e); !s.ok()) return s;
+      LOOM_RETURN_IF_ERROR(ParseArgs(*e));
       node = std::move(e);
     } else {
       return node;
@@ -422,39 +419,21 @@ absl::StatusOr<ExprPtr> Parser::ParseFilters(ExprPtr node) {
   ChainGuard chain(depth_);
   while (true) {
     if (!chain.Extend()) return SyntaxError(Peek().pos, "expression nested too deep");
-    if (IsOp("|")) {
-      Next();
-      absl::StatusOr<std::string> name = ExpectName();
-      if (!name.ok()) return name.status();
-      ExprPtr e = MakeExpr(Expr::Kind::kFilter, *name);
-      e->args.push_back(std::move(node));
-      if (IsOp("(")) {
-        Next();
-        if (absl::Status s = ParseArgs(*e); !s.ok()) return s;
-      }
-      node = std::move(e);
-    } else if (IsName("is")) {
-      Next();
-      ExprPtr e = MakeExpr(Expr::Kind::kTest);
-      if (IsName("not")) {
-        Next();
-        e->negated = true;
-      }
-      absl::StatusOr<std::string> name = ExpectName();
-      if (!name.ok()) return name.status();
-      e->name = *name;
-      e->args.push_back(std::move(node));
-      if (IsOp("(")) {
-        Next();
-        if (absl::Status s = ParseArgs(*e); !s.ok()) return s;
+    if (AcceptOp("|")) {
+      LOOM_ASSIGN_OR_RETURN(node, WrapNamed(Expr::Kind::kFilter, std::move(node)));
+      if (AcceptOp("(")) LOOM_RETURN_IF_ERROR(ParseArgs(*node));
+    } else if (AcceptName("is")) {
+      const bool negated = AcceptName("not");
+      LOOM_ASSIGN_OR_RETURN(node, WrapNamed(Expr::Kind::kTest, std::move(node)));
+      node->negated = negated;
+      if (AcceptOp("(")) {
+        LOOM_RETURN_IF_ERROR(ParseArgs(*node));
       } else if (Peek().type == Token::Type::kString || Peek().type == Token::Type::kInt ||
                  Peek().type == Token::Type::kFloat) {
         // "x is equalto 3": a test takes one bare argument.
-        absl::StatusOr<ExprPtr> arg = ParsePrimary();
-        if (!arg.ok()) return arg.status();
-        e->args.push_back(*std::move(arg));
+        LOOM_ASSIGN_OR_RETURN(ExprPtr arg, ParsePrimary());
+        node->args.push_back(std::move(arg));
       }
-      node = std::move(e);
     } else {
       return node;
     }
@@ -467,42 +446,25 @@ absl::StatusOr<ExprPtr> Parser::ParsePrimary() {
   const Token& t = Next();
   switch (t.type) {
     case Token::Type::kString: {
-      ExprPtr e = MakeExpr(Expr::Kind::kLiteral);
       std::string s = t.text;
       // Adjacent string literals concatenate, as in Python.
       while (Peek().type == Token::Type::kString) s += Next().text;
-      e->value = Value(std::move(s));
-      return e;
+      return MakeLiteral(Value(std::move(s)));
     }
-    case Token::Type::kInt: {
-      ExprPtr e = MakeExpr(Expr::Kind::kLiteral);
-      e->value = Value(static_cast<int64_t>(std::strtoll(t.text.c_str(), nullptr, 10)));
-      return e;
-    }
-    case Token::Type::kFloat: {
-      ExprPtr e = MakeExpr(Expr::Kind::kLiteral);
-      e->value = Value(std::strtod(t.text.c_str(), nullptr));
-      return e;
-    }
-    case Token::Type::kName: {
-      ExprPtr e = MakeExpr(Expr::Kind::kLiteral);
-      if (t.text == "true" || t.text == "True") {
-        e->value = Value(true);
-      } else if (t.text == "false" || t.text == "False") {
-        e->value = Value(false);
-      } else if (t.text == "none" || t.text == "None") {
-        e->value = Value(Value::None{});
-      } else {
-        e = MakeExpr(Expr::Kind::kName, t.text);
-      }
-      return e;
-    }
+    case Token::Type::kInt:
+      return MakeLiteral(Value(static_cast<int64_t>(std::strtoll(t.text.c_str(), nullptr, 10))));
+    case Token::Type::kFloat:
+      return MakeLiteral(Value(std::strtod(t.text.c_str(), nullptr)));
+    case Token::Type::kName:
+      if (t.text == "true" || t.text == "True") return MakeLiteral(Value(true));
+      if (t.text == "false" || t.text == "False") return MakeLiteral(Value(false));
+      if (t.text == "none" || t.text == "None") return MakeLiteral(Value(Value::None{}));
+      return MakeExpr(Expr::Kind::kName, t.text);
     case Token::Type::kOp:
       if (t.text == "(") {
-        absl::StatusOr<ExprPtr> inner = ParseExpression();
-        if (!inner.ok()) return inner.status();
+        LOOM_ASSIGN_OR_RETURN(ExprPtr inner, ParseExpression());
         if (IsOp(",")) return absl::UnimplementedError("chat template: tuples");
-        if (absl::Status s = Expect(Token::Type::kOp, ")", ")"); !s.ok()) return s;
+        LOOM_RETURN_IF_ERROR(Expect(Token::Type::kOp, ")", ")"));
         return inner;
       }
       if (t.text == "[" || t.text == "{") {
@@ -510,19 +472,16 @@ absl::StatusOr<ExprPtr> Parser::ParsePrimary() {
         ExprPtr e = MakeExpr(is_list ? Expr::Kind::kList : Expr::Kind::kDict);
         const std::string close = is_list ? "]" : "}";
         while (!IsOp(close)) {
-          absl::StatusOr<ExprPtr> item = ParseExpression();
-          if (!item.ok()) return item.status();
-          e->args.push_back(*std::move(item));
+          LOOM_ASSIGN_OR_RETURN(ExprPtr item, ParseExpression());
+          e->args.push_back(std::move(item));
           if (!is_list) {
-            if (absl::Status s = Expect(Token::Type::kOp, ":", ":"); !s.ok()) return s;
-            absl::StatusOr<ExprPtr> value = ParseExpression();
-            if (!value.ok()) return value.status();
-            e->args.push_back(*std::move(value));
+            LOOM_RETURN_IF_ERROR(Expect(Token::Type::kOp, ":", ":"));
+            LOOM_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression());
+            e->args.push_back(std::move(value));
           }
-          if (!IsOp(",")) break;
-          Next();
+          if (!AcceptOp(",")) break;
         }
-        if (absl::Status s = Expect(Token::Type::kOp, close, close); !s.ok()) return s;
+        LOOM_RETURN_IF_ERROR(Expect(Token::Type::kOp, close, close));
         return e;
       }
       break;
@@ -533,9 +492,8 @@ absl::StatusOr<ExprPtr> Parser::ParsePrimary() {
 }
 
 absl::StatusOr<NodeList> Parse(std::string_view source) {
-  absl::StatusOr<std::vector<Token>> tokens = Lex(source);
-  if (!tokens.ok()) return tokens.status();
-  return Parser(*std::move(tokens)).ParseTemplate();
+  LOOM_ASSIGN_OR_RETURN(std::vector<Token> tokens, Lex(source));
+  return Parser(std::move(tokens)).ParseTemplate();
 }
 
 }  // namespace loom::jinja
