@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "model/chat_template_ast.h"
 #include "model/chat_template_builtins.h"
 
@@ -51,8 +52,15 @@ class Renderer {
   absl::Status Append(std::string_view text, std::string& out);
   // Counts bytes built against kMaxBuiltBytes.
   absl::Status Charge(size_t bytes);
+  // EvalNode's cases, one per kind of expression (kAttr and kIndex share one).
+  absl::StatusOr<Value> EvalDict(const Expr& e);
+  absl::StatusOr<Value> EvalItem(const Expr& e);
+  absl::StatusOr<Value> EvalSlice(const Expr& e);
+  absl::StatusOr<Value> EvalFilterOrTest(const Expr& e);
+  absl::StatusOr<Value> EvalUnary(const Expr& e);
   absl::StatusOr<Value> EvalBinary(const Expr& e);
   absl::StatusOr<Value> EvalCall(const Expr& e);
+  absl::StatusOr<Kwargs> EvalKwargs(const Expr& e);
   absl::StatusOr<std::vector<Value>> EvalArgs(const Expr& e, size_t first);
   Value Lookup(const std::string& name) const;
 
@@ -96,45 +104,42 @@ Value Renderer::Lookup(const std::string& name) const {
 absl::Status Renderer::RenderNodes(const NodeList& nodes, std::string& out) {
   for (const Node& n : nodes) {
     if (flow_ != Flow::kNormal) return absl::OkStatus();
-    if (absl::Status s = Step(); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(Step());
     switch (n.kind) {
       case Node::Kind::kText:
-        if (absl::Status s = Append(n.text, out); !s.ok()) return s;
+        LOOM_RETURN_IF_ERROR(Append(n.text, out));
         break;
       case Node::Kind::kOutput: {
-        absl::StatusOr<Value> v = Eval(*n.expr);
-        if (!v.ok()) return v.status();
-        if (absl::Status s = Append(v->ToString(), out); !s.ok()) return s;
+        LOOM_ASSIGN_OR_RETURN(const Value v, Eval(*n.expr));
+        LOOM_RETURN_IF_ERROR(Append(v.ToString(), out));
         break;
       }
       case Node::Kind::kIf:
         for (const auto& [cond, body] : n.branches) {
           bool take = cond == nullptr;
           if (!take) {
-            absl::StatusOr<Value> v = Eval(*cond);
-            if (!v.ok()) return v.status();
-            take = v->Truthy();
+            LOOM_ASSIGN_OR_RETURN(const Value v, Eval(*cond));
+            take = v.Truthy();
           }
           if (take) {
-            if (absl::Status s = RenderNodes(body, out); !s.ok()) return s;
+            LOOM_RETURN_IF_ERROR(RenderNodes(body, out));
             break;
           }
         }
         break;
       case Node::Kind::kFor:
-        if (absl::Status s = RenderFor(n, out); !s.ok()) return s;
+        LOOM_RETURN_IF_ERROR(RenderFor(n, out));
         break;
       case Node::Kind::kSet: {
-        absl::StatusOr<Value> v = Eval(*n.expr);
-        if (!v.ok()) return v.status();
+        LOOM_ASSIGN_OR_RETURN(Value v, Eval(*n.expr));
         if (n.targets.size() == 1) {
-          scopes_.back()[n.targets[0]] = *std::move(v);
+          scopes_.back()[n.targets[0]] = std::move(v);
         } else {
           Value ns = Lookup(n.targets[0]);
           if (!ns.is_dict()) {
             return TypeError(absl::StrCat("cannot set an attribute of ", ns.TypeName()));
           }
-          ns.dict()[n.targets[1]] = *std::move(v);
+          ns.dict()[n.targets[1]] = std::move(v);
         }
         break;
       }
@@ -150,22 +155,21 @@ absl::Status Renderer::RenderNodes(const NodeList& nodes, std::string& out) {
 }
 
 absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
-  absl::StatusOr<Value> iterable = Eval(*n.expr);
-  if (!iterable.ok()) return iterable.status();
+  LOOM_ASSIGN_OR_RETURN(const Value iterable, Eval(*n.expr));
   std::vector<Value> items;
   // A string iterates as one new value per byte; lists and dicts only copy
   // values that exist already.
-  if (iterable->is_string()) {
-    if (absl::Status s = Charge(iterable->as_string().size() * sizeof(Value)); !s.ok()) return s;
+  if (iterable.is_string()) {
+    LOOM_RETURN_IF_ERROR(Charge(iterable.as_string().size() * sizeof(Value)));
   }
-  if (iterable->is_list()) {
-    items = iterable->list();
-  } else if (iterable->is_dict()) {
-    for (const auto& [k, v] : iterable->dict()) items.emplace_back(k);
-  } else if (iterable->is_string()) {
-    for (char c : iterable->as_string()) items.emplace_back(std::string(1, c));
-  } else if (!iterable->is_undefined() && !iterable->is_none()) {
-    return TypeError(absl::StrCat("cannot iterate over ", iterable->TypeName()));
+  if (iterable.is_list()) {
+    items = iterable.list();
+  } else if (iterable.is_dict()) {
+    for (const auto& [k, v] : iterable.dict()) items.emplace_back(k);
+  } else if (iterable.is_string()) {
+    for (char c : iterable.as_string()) items.emplace_back(std::string(1, c));
+  } else if (!iterable.is_undefined() && !iterable.is_none()) {
+    return TypeError(absl::StrCat("cannot iterate over ", iterable.TypeName()));
   }
   scopes_.emplace_back();
   auto bind = [&](const Value& item) -> absl::Status {
@@ -182,18 +186,17 @@ absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
   if (n.filter != nullptr) {
     std::vector<Value> kept;
     for (const Value& item : items) {
-      if (absl::Status s = Step(); !s.ok()) return s;
-      if (absl::Status s = bind(item); !s.ok()) return s;
-      absl::StatusOr<Value> keep = Eval(*n.filter);
-      if (!keep.ok()) return keep.status();
-      if (keep->Truthy()) kept.push_back(item);
+      LOOM_RETURN_IF_ERROR(Step());
+      LOOM_RETURN_IF_ERROR(bind(item));
+      LOOM_ASSIGN_OR_RETURN(const Value keep, Eval(*n.filter));
+      if (keep.Truthy()) kept.push_back(item);
     }
     items = std::move(kept);
   }
   const int64_t length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
-    if (absl::Status s = Step(); !s.ok()) return s;
-    if (absl::Status s = bind(items[i]); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(Step());
+    LOOM_RETURN_IF_ERROR(bind(items[i]));
     Value::Dict loop = {{"index", Value(i + 1)},         {"index0", Value(i)},
                         {"revindex", Value(length - i)}, {"revindex0", Value(length - i - 1)},
                         {"first", Value(i == 0)},        {"last", Value(i == length - 1)},
@@ -201,7 +204,7 @@ absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
     if (i > 0) loop["previtem"] = items[i - 1];
     if (i + 1 < length) loop["nextitem"] = items[i + 1];
     scopes_.back()["loop"] = Value::MakeDict(std::move(loop));
-    if (absl::Status s = RenderNodes(n.body, out); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(RenderNodes(n.body, out));
     if (flow_ == Flow::kBreak) {
       flow_ = Flow::kNormal;
       break;
@@ -216,15 +219,14 @@ absl::Status Renderer::RenderFor(const Node& n, std::string& out) {
 absl::StatusOr<std::vector<Value>> Renderer::EvalArgs(const Expr& e, size_t first) {
   std::vector<Value> args;
   for (size_t i = first; i < e.args.size(); ++i) {
-    absl::StatusOr<Value> v = Eval(*e.args[i]);
-    if (!v.ok()) return v.status();
-    args.push_back(*std::move(v));
+    LOOM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i]));
+    args.push_back(std::move(v));
   }
   return args;
 }
 
 absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
-  if (absl::Status s = Step(); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(Step());
   struct Depth {
     int& d;
     explicit Depth(int& depth) : d(depth) { ++d; }
@@ -239,9 +241,9 @@ absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
                      e.kind != Expr::Kind::kAttr && e.kind != Expr::Kind::kIndex;
   if (!v.ok() || !built) return v;
   if (v->is_string()) {
-    if (absl::Status s = CheckStringSize(v->as_string().size()); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(CheckStringSize(v->as_string().size()));
   }
-  if (absl::Status s = Charge(BuiltBytes(*v)); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(Charge(BuiltBytes(*v)));
   return v;
 }
 
@@ -252,82 +254,90 @@ absl::StatusOr<Value> Renderer::EvalNode(const Expr& e) {
     case Expr::Kind::kName:
       return Lookup(e.name);
     case Expr::Kind::kList: {
-      absl::StatusOr<std::vector<Value>> items = EvalArgs(e, 0);
-      if (!items.ok()) return items.status();
-      return Value::MakeList(*std::move(items));
+      LOOM_ASSIGN_OR_RETURN(std::vector<Value> items, EvalArgs(e, 0));
+      return Value::MakeList(std::move(items));
     }
-    case Expr::Kind::kDict: {
-      absl::StatusOr<std::vector<Value>> kv = EvalArgs(e, 0);
-      if (!kv.ok()) return kv.status();
-      Value::Dict dict;
-      for (size_t i = 0; i + 1 < kv->size(); i += 2) {
-        if (!(*kv)[i].is_string()) return TypeError("dict keys must be strings");
-        dict[(*kv)[i].as_string()] = (*kv)[i + 1];
-      }
-      return Value::MakeDict(std::move(dict));
-    }
+    case Expr::Kind::kDict:
+      return EvalDict(e);
     case Expr::Kind::kAttr:
-    case Expr::Kind::kIndex: {
-      absl::StatusOr<Value> object = Eval(*e.args[0]);
-      if (!object.ok()) return object.status();
-      Value key(e.name);
-      if (e.kind == Expr::Kind::kIndex) {
-        absl::StatusOr<Value> k = Eval(*e.args[1]);
-        if (!k.ok()) return k.status();
-        key = *std::move(k);
-      }
-      return GetItem(*object, key);
-    }
-    case Expr::Kind::kSlice: {
-      absl::StatusOr<Value> object = Eval(*e.args[0]);
-      if (!object.ok()) return object.status();
-      std::optional<int64_t> bounds[3];
-      for (int i = 0; i < 3; ++i) {
-        if (e.args[i + 1] == nullptr) continue;
-        absl::StatusOr<Value> v = Eval(*e.args[i + 1]);
-        if (!v.ok()) return v.status();
-        if (v->is_none()) continue;
-        if (!v->is_int()) return TypeError("slice bounds must be integers");
-        bounds[i] = v->as_int();
-      }
-      return Slice(*object, bounds[0], bounds[1], bounds[2]);
-    }
+    case Expr::Kind::kIndex:
+      return EvalItem(e);
+    case Expr::Kind::kSlice:
+      return EvalSlice(e);
     case Expr::Kind::kCall:
       return EvalCall(e);
     case Expr::Kind::kFilter:
-    case Expr::Kind::kTest: {
-      absl::StatusOr<std::vector<Value>> args = EvalArgs(e, 0);
-      if (!args.ok()) return args.status();
-      std::vector<std::pair<std::string, Value>> kwargs;
-      for (const auto& [k, expr] : e.kwargs) {
-        absl::StatusOr<Value> v = Eval(*expr);
-        if (!v.ok()) return v.status();
-        kwargs.emplace_back(k, *std::move(v));
-      }
-      if (e.kind == Expr::Kind::kFilter) return ApplyFilter(e.name, *args, kwargs);
-      absl::StatusOr<bool> result = ApplyTest(e.name, *args);
-      if (!result.ok()) return result.status();
-      return Value(*result != e.negated);
-    }
-    case Expr::Kind::kUnary: {
-      absl::StatusOr<Value> v = Eval(*e.args[0]);
-      if (!v.ok()) return v.status();
-      if (e.name == "not") return Value(!v->Truthy());
-      if (!v->is_number()) return TypeError(absl::StrCat("bad operand for unary ", e.name));
-      if (e.name == "+") return *v;
-      return v->is_int() ? Value(-v->as_int()) : Value(-v->as_number());
-    }
+    case Expr::Kind::kTest:
+      return EvalFilterOrTest(e);
+    case Expr::Kind::kUnary:
+      return EvalUnary(e);
     case Expr::Kind::kBinary:
       return EvalBinary(e);
     case Expr::Kind::kTernary: {
-      absl::StatusOr<Value> cond = Eval(*e.args[0]);
-      if (!cond.ok()) return cond.status();
-      if (cond->Truthy()) return Eval(*e.args[1]);
+      LOOM_ASSIGN_OR_RETURN(const Value cond, Eval(*e.args[0]));
+      if (cond.Truthy()) return Eval(*e.args[1]);
       if (e.args[2] == nullptr) return Value();
       return Eval(*e.args[2]);
     }
   }
   return TypeError("unknown expression");
+}
+
+absl::StatusOr<Value> Renderer::EvalDict(const Expr& e) {
+  LOOM_ASSIGN_OR_RETURN(const std::vector<Value> kv, EvalArgs(e, 0));
+  Value::Dict dict;
+  for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+    if (!kv[i].is_string()) return TypeError("dict keys must be strings");
+    dict[kv[i].as_string()] = kv[i + 1];
+  }
+  return Value::MakeDict(std::move(dict));
+}
+
+absl::StatusOr<Value> Renderer::EvalItem(const Expr& e) {
+  LOOM_ASSIGN_OR_RETURN(const Value object, Eval(*e.args[0]));
+  Value key(e.name);
+  if (e.kind == Expr::Kind::kIndex) {
+    LOOM_ASSIGN_OR_RETURN(key, Eval(*e.args[1]));
+  }
+  return GetItem(object, key);
+}
+
+absl::StatusOr<Value> Renderer::EvalSlice(const Expr& e) {
+  LOOM_ASSIGN_OR_RETURN(const Value object, Eval(*e.args[0]));
+  std::optional<int64_t> bounds[3];
+  for (int i = 0; i < 3; ++i) {
+    if (e.args[i + 1] == nullptr) continue;
+    LOOM_ASSIGN_OR_RETURN(const Value v, Eval(*e.args[i + 1]));
+    if (v.is_none()) continue;
+    if (!v.is_int()) return TypeError("slice bounds must be integers");
+    bounds[i] = v.as_int();
+  }
+  return Slice(object, bounds[0], bounds[1], bounds[2]);
+}
+
+absl::StatusOr<Kwargs> Renderer::EvalKwargs(const Expr& e) {
+  Kwargs kwargs;
+  for (const auto& [k, expr] : e.kwargs) {
+    LOOM_ASSIGN_OR_RETURN(Value v, Eval(*expr));
+    kwargs.emplace_back(k, std::move(v));
+  }
+  return kwargs;
+}
+
+absl::StatusOr<Value> Renderer::EvalFilterOrTest(const Expr& e) {
+  LOOM_ASSIGN_OR_RETURN(const std::vector<Value> args, EvalArgs(e, 0));
+  LOOM_ASSIGN_OR_RETURN(const Kwargs kwargs, EvalKwargs(e));
+  if (e.kind == Expr::Kind::kFilter) return ApplyFilter(e.name, args, kwargs);
+  LOOM_ASSIGN_OR_RETURN(const bool result, ApplyTest(e.name, args));
+  return Value(result != e.negated);
+}
+
+absl::StatusOr<Value> Renderer::EvalUnary(const Expr& e) {
+  LOOM_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
+  if (e.name == "not") return Value(!v.Truthy());
+  if (!v.is_number()) return TypeError(absl::StrCat("bad operand for unary ", e.name));
+  if (e.name == "+") return v;
+  return v.is_int() ? Value(-v.as_int()) : Value(-v.as_number());
 }
 
 absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
@@ -343,21 +353,14 @@ absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
 
 absl::StatusOr<Value> Renderer::EvalCall(const Expr& e) {
   const Expr& callee = *e.args[0];
-  absl::StatusOr<std::vector<Value>> args = EvalArgs(e, 1);
-  if (!args.ok()) return args.status();
-  std::vector<std::pair<std::string, Value>> kwargs;
-  for (const auto& [k, expr] : e.kwargs) {
-    absl::StatusOr<Value> v = Eval(*expr);
-    if (!v.ok()) return v.status();
-    kwargs.emplace_back(k, *std::move(v));
-  }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<Value> args, EvalArgs(e, 1));
+  LOOM_ASSIGN_OR_RETURN(const Kwargs kwargs, EvalKwargs(e));
   if (callee.kind == Expr::Kind::kAttr) {
-    absl::StatusOr<Value> object = Eval(*callee.args[0]);
-    if (!object.ok()) return object.status();
-    return CallMethod(*object, callee.name, *args);
+    LOOM_ASSIGN_OR_RETURN(const Value object, Eval(*callee.args[0]));
+    return CallMethod(object, callee.name, args);
   }
   if (callee.kind == Expr::Kind::kName && Lookup(callee.name).is_undefined()) {
-    return CallGlobal(callee.name, *args, kwargs);
+    return CallGlobal(callee.name, args, kwargs);
   }
   return absl::UnimplementedError("chat template: calling a value that is not a function");
 }
@@ -367,7 +370,7 @@ absl::StatusOr<Value> Renderer::EvalCall(const Expr& e) {
 absl::StatusOr<std::string> Render(const NodeList& nodes, const Value::Dict& globals) {
   Renderer renderer(globals);
   std::string out;
-  if (absl::Status s = renderer.RenderNodes(nodes, out); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(renderer.RenderNodes(nodes, out));
   return out;
 }
 
