@@ -1,6 +1,7 @@
 #include "model/chat_template.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/chat_template_ast.h"
 
 namespace loom {
@@ -15,14 +16,13 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromJinja(std::strin
                                                      " bytes exceeds the limit of ",
                                                      jinja::kMaxSourceBytes, " bytes"));
   }
-  absl::StatusOr<jinja::NodeList> nodes = jinja::Parse(source);
-  if (!nodes.ok()) return nodes.status();
+  LOOM_ASSIGN_OR_RETURN(jinja::NodeList nodes, jinja::Parse(source));
   std::unique_ptr<ChatTemplate> t(new ChatTemplate());
   t->source_ = std::move(source);
   t->bos_token_ = std::move(bos_token);
   t->eos_token_ = std::move(eos_token);
   t->program_ = std::make_unique<jinja::Program>();
-  t->program_->nodes = *std::move(nodes);
+  t->program_->nodes = std::move(nodes);
   return t;
 }
 

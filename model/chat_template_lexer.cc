@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace loom::jinja {
 
@@ -70,8 +71,7 @@ class Lexer {
         continue;
       }
       tokens_.push_back({kind == '{' ? Token::Type::kVarBegin : Token::Type::kBlockBegin, "", tag});
-      absl::Status s = LexExpression(kind == '{' ? '}' : '%');
-      if (!s.ok()) return s;
+      LOOM_RETURN_IF_ERROR(LexExpression(kind == '{' ? '}' : '%'));
       strip_next_whitespace = close_modifier_ == '-';
       trim_next_newline = kind == '%' && close_modifier_ != '+';
     }
@@ -135,8 +135,7 @@ class Lexer {
         tokens_.push_back({is_float ? Token::Type::kFloat : Token::Type::kInt,
                            std::string(src_.substr(start, pos_ - start)), start});
       } else if (c == '\'' || c == '"') {
-        absl::Status s = LexString(c);
-        if (!s.ok()) return s;
+        LOOM_RETURN_IF_ERROR(LexString(c));
       } else {
         static constexpr std::string_view kOps[] = {
             "**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/status_macros.h"
 #include "model/chat_template_ast.h"
 
 namespace loom::jinja {
@@ -204,7 +205,7 @@ absl::StatusOr<std::string> JoinChecked(const std::vector<std::string>& parts,
                                         absl::string_view sep) {
   size_t bytes = parts.empty() ? 0 : sep.size() * (parts.size() - 1);
   for (const std::string& p : parts) bytes += p.size();
-  if (absl::Status s = CheckStringSize(bytes); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(CheckStringSize(bytes));
   return absl::StrJoin(parts, sep);
 }
 
@@ -222,7 +223,7 @@ absl::StatusOr<std::string> ReplaceChecked(absl::string_view s, absl::string_vie
         __builtin_add_overflow(bytes, s.size(), &bytes)) {
       bytes = SIZE_MAX;
     }
-    if (absl::Status st = CheckStringSize(bytes); !st.ok()) return st;
+    LOOM_RETURN_IF_ERROR(CheckStringSize(bytes));
   }
   return absl::StrReplaceAll(s, {{from, to}});
 }
