@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/bpe.h"
 #include "model/gguf_file.h"
 #include "model/tokenizer.h"
@@ -31,12 +32,64 @@ class TokenizerBuilder {
   static absl::Status ReadPreTokenizer(const json& pre, std::string& pattern, bool& split_digits,
                                        bool& prefix_space, bool& byte_level, Tokenizer& t);
   static absl::Status ReadNormalizer(const json& norm, Tokenizer& t);
+  // FromJson's steps once the BPE model exists: the added tokens (each checked
+  // against [0, id_limit)), and the BOS and EOS ids from the post-processor
+  // and tokenizer_config.json.
+  static absl::Status ReadAddedTokens(const json& added_tokens, int64_t id_limit, Tokenizer& t);
+  static void ReadSpecialTokens(const json& post, const json& tok_config, Tokenizer& t);
 };
 
 namespace {
 
 absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("tokenizer: ", what));
+}
+
+absl::Status IdOutOfRange(int64_t id, int64_t id_limit, absl::string_view what) {
+  return Bad(absl::StrCat(what, " id ", id, " is out of range: ids must be in [0, ", id_limit,
+                          ") (vocab entries plus added tokens, or config.json vocab_size)"));
+}
+
+// Ids may reach max(vocab entries + added tokens, config_vocab_size) - 1, and
+// never 2^24: a tiny file cannot make the tables huge.
+int64_t IdLimit(const json& vocab, const json& added_tokens, int64_t config_vocab_size) {
+  const int64_t num_added = added_tokens.is_array() ? static_cast<int64_t>(added_tokens.size()) : 0;
+  return std::min<int64_t>(
+      std::max<int64_t>(static_cast<int64_t>(vocab.size()) + num_added, config_vocab_size),
+      int64_t{1} << 24);
+}
+
+// model.vocab (piece -> id) as the piece of each id.
+absl::StatusOr<std::vector<std::string>> ReadVocab(const json& vocab, int64_t id_limit) {
+  std::vector<std::string> pieces;
+  for (const auto& [piece, id] : vocab.items()) {
+    if (!id.is_number_integer()) return Bad(absl::StrCat("bad id for ", piece));
+    if (id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
+      return IdOutOfRange(id.get<int64_t>(), id_limit, absl::StrCat("model.vocab '", piece, "'"));
+    }
+    const size_t i = id.get<size_t>();
+    if (i >= pieces.size()) pieces.resize(i + 1);
+    pieces[i] = piece;
+  }
+  return pieces;
+}
+
+// model.merges, as "a b" strings or ["a", "b"] pairs.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadMerges(const json& entries) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (const json& m : entries) {
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t space = s.find(' ', 1);
+      if (space == std::string::npos) return Bad(absl::StrCat("bad merge '", s, "'"));
+      merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      return Bad("bad merge entry");
+    }
+  }
+  return merges;
 }
 
 absl::StatusOr<json> ReadJson(const std::string& path) {
@@ -79,8 +132,7 @@ absl::Status TokenizerBuilder::ReadPreTokenizer(const json& pre, std::string& pa
   const std::string type = pre.value("type", std::string());
   if (type == "Sequence") {
     for (const json& p : pre.value("pretokenizers", json::array())) {
-      absl::Status s = ReadPreTokenizer(p, pattern, split_digits, prefix_space, byte_level, t);
-      if (!s.ok()) return s;
+      LOOM_RETURN_IF_ERROR(ReadPreTokenizer(p, pattern, split_digits, prefix_space, byte_level, t));
     }
   } else if (type == "ByteLevel") {
     byte_level = true;
@@ -123,7 +175,7 @@ absl::Status TokenizerBuilder::ReadNormalizer(const json& norm, Tokenizer& t) {
   const std::string type = norm.value("type", std::string());
   if (type == "Sequence") {
     for (const json& n : norm.value("normalizers", json::array())) {
-      if (absl::Status s = ReadNormalizer(n, t); !s.ok()) return s;
+      LOOM_RETURN_IF_ERROR(ReadNormalizer(n, t));
     }
     return absl::OkStatus();
   }
@@ -152,33 +204,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json
   const json& vocab = model.value("vocab", json::object());
   if (!vocab.is_object()) return Bad("model.vocab is not an object");
   const json& added_tokens = tok.value("added_tokens", json::array());
-  const int64_t num_added = added_tokens.is_array() ? static_cast<int64_t>(added_tokens.size()) : 0;
-  const int64_t id_limit = std::min<int64_t>(
-      std::max<int64_t>(static_cast<int64_t>(vocab.size()) + num_added, config_vocab_size),
-      int64_t{1} << 24);
-  const auto out_of_range = [id_limit](int64_t id, absl::string_view what) {
-    return Bad(absl::StrCat(what, " id ", id, " is out of range: ids must be in [0, ", id_limit,
-                            ") (vocab entries plus added tokens, or config.json vocab_size)"));
-  };
-  std::vector<std::string> pieces;
-  for (const auto& [piece, id] : vocab.items()) {
-    if (!id.is_number_integer()) return Bad(absl::StrCat("bad id for ", piece));
-    if (id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
-      return out_of_range(id.get<int64_t>(), absl::StrCat("model.vocab '", piece, "'"));
-    }
-    const size_t i = id.get<size_t>();
-    if (i >= pieces.size()) pieces.resize(i + 1);
-    pieces[i] = piece;
-  }
+  const int64_t id_limit = IdLimit(vocab, added_tokens, config_vocab_size);
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::string> pieces, ReadVocab(vocab, id_limit));
   std::string pattern;
   bool split_digits = false, prefix_space = false, byte_level = false;
-  if (absl::Status s = ReadPreTokenizer(tok.value("pre_tokenizer", json()), pattern, split_digits,
-                                        prefix_space, byte_level, *t);
-      !s.ok()) {
-    return s;
-  }
+  LOOM_RETURN_IF_ERROR(ReadPreTokenizer(tok.value("pre_tokenizer", json()), pattern, split_digits,
+                                        prefix_space, byte_level, *t));
   const json& norm = tok.value("normalizer", json());
-  if (absl::Status s = ReadNormalizer(norm, *t); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(ReadNormalizer(norm, *t));
   const BpeKind kind = byte_level ? BpeKind::kByteLevel : BpeKind::kSentencePiece;
   if (kind == BpeKind::kSentencePiece && !norm.is_object() &&
       t->space_prefix_ == Tokenizer::SpacePrefix::kNever &&
@@ -186,56 +219,53 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json
     return absl::UnimplementedError("tokenizer: neither byte-level nor SentencePiece BPE");
   }
   t->model_ = std::make_unique<BpeModel>(kind, std::move(pieces));
-  std::vector<std::pair<std::string, std::string>> merges;
-  for (const json& m : model.value("merges", json::array())) {
-    if (m.is_string()) {
-      const std::string s = m.get<std::string>();
-      const size_t space = s.find(' ', 1);
-      if (space == std::string::npos) return Bad(absl::StrCat("bad merge '", s, "'"));
-      merges.emplace_back(s.substr(0, space), s.substr(space + 1));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else {
-      return Bad("bad merge entry");
-    }
-  }
+  LOOM_ASSIGN_OR_RETURN(const auto merges, ReadMerges(model.value("merges", json::array())));
   t->model_->SetMerges(merges);
   t->model_->set_byte_fallback(model.value("byte_fallback", false));
   t->model_->set_ignore_merges(model.value("ignore_merges", false));
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     t->model_->set_unk_id(t->model_->Find(model["unk_token"].get<std::string>()));
   }
-  for (const json& a : added_tokens) {
-    if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-        !a["content"].is_string()) {
-      return Bad("bad added_tokens entry");
-    }
-    if (a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= id_limit) {
-      return out_of_range(a["id"].get<int64_t>(), "added_tokens");
-    }
-    Tokenizer::AddedToken added;
-    added.id = a["id"].get<int32_t>();
-    added.content = a["content"].get<std::string>();
-    added.lstrip = a.value("lstrip", false);
-    added.rstrip = a.value("rstrip", false);
-    if (added.id >= t->model_->size() || t->model_->Piece(added.id) != added.content) {
-      t->model_->AddPiece(added.id, added.content);
-    }
-    t->added_.push_back(std::move(added));
-  }
+  LOOM_RETURN_IF_ERROR(ReadAddedTokens(added_tokens, id_limit, *t));
   if (kind == BpeKind::kByteLevel) {
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
-        PreTokenizer::Create(pattern, split_digits, prefix_space);
-    if (!pre.ok()) return pre.status();
-    t->pre_tokenizer_ = *std::move(pre);
+    LOOM_ASSIGN_OR_RETURN(t->pre_tokenizer_,
+                          PreTokenizer::Create(pattern, split_digits, prefix_space));
   }
   const std::string decoder = tok.value("decoder", json()).dump();
   t->strip_decoded_space_ =
       kind == BpeKind::kSentencePiece && (decoder.find("\"Strip\"") != std::string::npos ||
                                           (decoder.find("\"Metaspace\"") != std::string::npos &&
                                            t->space_prefix_ != Tokenizer::SpacePrefix::kNever));
-  // BOS/EOS: which ids the post-processor puts around a single sequence.
-  const json& post = tok.value("post_processor", json());
+  ReadSpecialTokens(tok.value("post_processor", json()), tok_config, *t);
+  t->Index();
+  return t;
+}
+
+absl::Status TokenizerBuilder::ReadAddedTokens(const json& added_tokens, int64_t id_limit,
+                                               Tokenizer& t) {
+  for (const json& a : added_tokens) {
+    if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+        !a["content"].is_string()) {
+      return Bad("bad added_tokens entry");
+    }
+    if (a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= id_limit) {
+      return IdOutOfRange(a["id"].get<int64_t>(), id_limit, "added_tokens");
+    }
+    Tokenizer::AddedToken added;
+    added.id = a["id"].get<int32_t>();
+    added.content = a["content"].get<std::string>();
+    added.lstrip = a.value("lstrip", false);
+    added.rstrip = a.value("rstrip", false);
+    if (added.id >= t.model_->size() || t.model_->Piece(added.id) != added.content) {
+      t.model_->AddPiece(added.id, added.content);
+    }
+    t.added_.push_back(std::move(added));
+  }
+  return absl::OkStatus();
+}
+
+void TokenizerBuilder::ReadSpecialTokens(const json& post, const json& tok_config, Tokenizer& t) {
+  // Which ids the post-processor puts around a single sequence.
   std::vector<const json*> processors;
   if (post.is_object() && post.value("type", std::string()) == "Sequence") {
     for (const json& p : post.value("processors", json::array())) processors.push_back(&p);
@@ -249,41 +279,37 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromJson(const json
       if (item.contains("Sequence")) seen_sequence = true;
       if (!item.contains("SpecialToken")) continue;
       const std::string name = item["SpecialToken"].value("id", std::string());
-      std::optional<int32_t> id = t->model_->Find(name);
+      std::optional<int32_t> id = t.model_->Find(name);
       if (!id) continue;
       if (seen_sequence) {
-        t->add_eos_ = true;
-        t->eos_ids_.push_back(*id);
+        t.add_eos_ = true;
+        t.eos_ids_.push_back(*id);
       } else {
-        t->add_bos_ = true;
-        t->bos_id_ = *id;
+        t.add_bos_ = true;
+        t.bos_id_ = *id;
       }
     }
   }
   if (std::string bos = TokenString(tok_config, "bos_token"); !bos.empty()) {
-    if (auto id = t->model_->Find(bos)) t->bos_id_ = *id;
+    if (auto id = t.model_->Find(bos)) t.bos_id_ = *id;
   }
   if (std::string eos = TokenString(tok_config, "eos_token"); !eos.empty()) {
-    if (auto id = t->model_->Find(eos)) {
-      if (std::find(t->eos_ids_.begin(), t->eos_ids_.end(), *id) == t->eos_ids_.end()) {
-        t->eos_ids_.insert(t->eos_ids_.begin(), *id);
+    if (auto id = t.model_->Find(eos)) {
+      if (std::find(t.eos_ids_.begin(), t.eos_ids_.end(), *id) == t.eos_ids_.end()) {
+        t.eos_ids_.insert(t.eos_ids_.begin(), *id);
       }
     }
   }
-  t->Index();
-  return t;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJson(const std::string& path) {
-  absl::StatusOr<json> tok = ReadJson(path);
-  if (!tok.ok()) return tok.status();
+  LOOM_ASSIGN_OR_RETURN(const json tok, ReadJson(path));
   json config = json::object();
   const auto config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   std::error_code ec;
   if (std::filesystem::exists(config_path, ec)) {
-    absl::StatusOr<json> c = ReadJson(config_path.string());
-    if (!c.ok()) return c.status();
-    if (c->is_object()) config = *std::move(c);
+    LOOM_ASSIGN_OR_RETURN(json c, ReadJson(config_path.string()));
+    if (c.is_object()) config = std::move(c);
   }
   // config.json's vocab_size, when it is there, may exceed the tokenizer's ids.
   int64_t config_vocab_size = 0;
@@ -298,7 +324,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromTokenizerJson(const st
   absl::StatusOr<std::unique_ptr<Tokenizer>> t;
   // nlohmann::json throws on a field of the wrong type: a malformed file.
   try {
-    t = TokenizerBuilder::FromJson(*tok, config, config_vocab_size);
+    t = TokenizerBuilder::FromJson(tok, config, config_vocab_size);
   } catch (const json::exception& e) {
     t = Bad(e.what());
   }
@@ -344,10 +370,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromGguf(const Gguf
     std::string pattern = GgufPrePattern(pre_name, split_digits);
     // Llama 3 emits a pre-token that is itself a token whole (ignore_merges).
     t->model_->set_ignore_merges(pattern == kLlama3Pattern);
-    absl::StatusOr<std::unique_ptr<PreTokenizer>> pre =
-        PreTokenizer::Create(pattern, split_digits, /*add_prefix_space=*/false);
-    if (!pre.ok()) return pre.status();
-    t->pre_tokenizer_ = *std::move(pre);
+    LOOM_ASSIGN_OR_RETURN(t->pre_tokenizer_,
+                          PreTokenizer::Create(pattern, split_digits, /*add_prefix_space=*/false));
   } else {
     const GgufValue::Array* scores = gguf.GetArray("tokenizer.ggml.scores");
     if (scores == nullptr || scores->size() != n) return Bad("GGUF llama tokenizer needs scores");
