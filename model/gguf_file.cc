@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace loom {
 namespace {
@@ -91,6 +92,31 @@ class GgufParser {
   explicit GgufParser(std::span<const std::byte> bytes) : bytes_(bytes) {}
 
   absl::Status Run(GgufFile& file) {
+    uint64_t num_tensors = 0, num_kv = 0;
+    LOOM_RETURN_IF_ERROR(ReadHeader(file, num_tensors, num_kv));
+    LOOM_RETURN_IF_ERROR(ReadMetadata(file, num_kv));
+    std::vector<TensorPlace> places;
+    for (uint64_t i = 0; i < num_tensors; ++i) {
+      GgufTensorInfo info;
+      LOOM_ASSIGN_OR_RETURN(const TensorPlace place, ReadTensorInfo(file, info));
+      if (file.tensor_index_.contains(info.name)) {
+        return absl::InvalidArgumentError(absl::StrCat("duplicate tensor ", info.name));
+      }
+      file.tensor_index_[info.name] = file.tensors_.size();
+      file.tensors_.push_back(std::move(info));
+      places.push_back(place);
+    }
+    return PlaceTensorData(file, places);
+  }
+
+ private:
+  // Where a tensor's data lies, relative to the data section.
+  struct TensorPlace {
+    uint64_t offset, bytes;
+  };
+
+  // The magic, the version, and the tensor and metadata counts.
+  absl::Status ReadHeader(GgufFile& file, uint64_t& num_tensors, uint64_t& num_kv) {
     char magic[4];
     if (!Read(magic, 4) || std::memcmp(magic, "GGUF", 4) != 0) {
       return absl::InvalidArgumentError("not a GGUF file (bad magic)");
@@ -100,12 +126,16 @@ class GgufParser {
       return absl::InvalidArgumentError(
           absl::StrCat("unsupported GGUF version ", file.version_, " (need 2 or 3)"));
     }
-    uint64_t num_tensors, num_kv;
     if (!ReadPod(num_tensors) || !ReadPod(num_kv)) return Truncated("counts");
     // Every entry takes at least 8 bytes, which bounds the counts by the size.
     if (num_tensors > Remaining() / 8 || num_kv > Remaining() / 8) {
       return absl::InvalidArgumentError("GGUF header counts exceed the file size");
     }
+    return absl::OkStatus();
+  }
+
+  // num_kv key/value pairs, then general.alignment from among them.
+  absl::Status ReadMetadata(GgufFile& file, uint64_t num_kv) {
     for (uint64_t i = 0; i < num_kv; ++i) {
       std::string key;
       if (!ReadString(key)) return Truncated("metadata key");
@@ -123,67 +153,64 @@ class GgufParser {
       }
       file.alignment_ = static_cast<uint64_t>(*a);
     }
-    struct Pending {
-      uint64_t offset, bytes;
-    };
-    std::vector<Pending> pending;
-    for (uint64_t i = 0; i < num_tensors; ++i) {
-      GgufTensorInfo info;
-      if (!ReadString(info.name)) return Truncated("tensor name");
-      uint32_t n_dims;
-      if (!ReadPod(n_dims)) return Truncated("tensor dims");
-      if (n_dims == 0 || n_dims > kMaxDims) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor ", info.name, " has ", n_dims, " dimensions"));
-      }
-      uint64_t num_values = 1;
-      for (uint32_t d = 0; d < n_dims; ++d) {
-        uint64_t ne;
-        if (!ReadPod(ne)) return Truncated("tensor shape");
-        if (ne == 0 || ne > (uint64_t{1} << 40) || num_values > (uint64_t{1} << 40) / ne) {
-          return absl::InvalidArgumentError(absl::StrCat("tensor ", info.name, " has a bad shape"));
-        }
-        num_values *= ne;
-        info.ne.push_back(static_cast<int64_t>(ne));
-      }
-      uint64_t offset;
-      if (!ReadPod(info.type) || !ReadPod(offset)) return Truncated("tensor type/offset");
-      if (offset % file.alignment_ != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor ", info.name, " offset is not aligned"));
-      }
-      uint64_t block_values = 0, block_bytes = 0, bytes = 0;
-      if (TypeBlock(info.type, block_values, block_bytes)) {
-        if (info.ne[0] % block_values != 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("tensor ", info.name, " rows are not whole blocks"));
-        }
-        bytes = num_values / block_values * block_bytes;
-      }
-      if (file.tensor_index_.contains(info.name)) {
-        return absl::InvalidArgumentError(absl::StrCat("duplicate tensor ", info.name));
-      }
-      file.tensor_index_[info.name] = file.tensors_.size();
-      file.tensors_.push_back(std::move(info));
-      pending.push_back({offset, bytes});
+    return absl::OkStatus();
+  }
+
+  // One tensor's name, shape and type into info; its offset and size (0 for a
+  // type whose block size Loom does not know).
+  absl::StatusOr<TensorPlace> ReadTensorInfo(const GgufFile& file, GgufTensorInfo& info) {
+    if (!ReadString(info.name)) return Truncated("tensor name");
+    uint32_t n_dims;
+    if (!ReadPod(n_dims)) return Truncated("tensor dims");
+    if (n_dims == 0 || n_dims > kMaxDims) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", info.name, " has ", n_dims, " dimensions"));
     }
+    uint64_t num_values = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      uint64_t ne;
+      if (!ReadPod(ne)) return Truncated("tensor shape");
+      if (ne == 0 || ne > (uint64_t{1} << 40) || num_values > (uint64_t{1} << 40) / ne) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor ", info.name, " has a bad shape"));
+      }
+      num_values *= ne;
+      info.ne.push_back(static_cast<int64_t>(ne));
+    }
+    TensorPlace place{0, 0};
+    if (!ReadPod(info.type) || !ReadPod(place.offset)) return Truncated("tensor type/offset");
+    if (place.offset % file.alignment_ != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", info.name, " offset is not aligned"));
+    }
+    uint64_t block_values = 0, block_bytes = 0;
+    if (TypeBlock(info.type, block_values, block_bytes)) {
+      if (info.ne[0] % block_values != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", info.name, " rows are not whole blocks"));
+      }
+      place.bytes = num_values / block_values * block_bytes;
+    }
+    return place;
+  }
+
+  // Points each tensor at its data, which must lie inside the file.
+  absl::Status PlaceTensorData(GgufFile& file, const std::vector<TensorPlace>& places) {
     const uint64_t data_start = (pos_ + file.alignment_ - 1) / file.alignment_ * file.alignment_;
     if (data_start > bytes_.size() && !file.tensors_.empty()) {
       return absl::InvalidArgumentError("GGUF tensor data section is missing");
     }
-    for (size_t i = 0; i < pending.size(); ++i) {
+    for (size_t i = 0; i < places.size(); ++i) {
       const uint64_t avail = bytes_.size() - std::min<uint64_t>(data_start, bytes_.size());
-      if (pending[i].offset > avail || pending[i].bytes > avail - pending[i].offset) {
+      if (places[i].offset > avail || places[i].bytes > avail - places[i].offset) {
         return absl::InvalidArgumentError(
             absl::StrCat("tensor ", file.tensors_[i].name, " data lies outside the file"));
       }
       // Unknown types keep an empty span: their size cannot be checked.
-      file.tensors_[i].data = bytes_.subspan(data_start + pending[i].offset, pending[i].bytes);
+      file.tensors_[i].data = bytes_.subspan(data_start + places[i].offset, places[i].bytes);
     }
     return absl::OkStatus();
   }
 
- private:
   uint64_t Remaining() const { return bytes_.size() - pos_; }
 
   bool Read(void* dst, uint64_t n) {
@@ -269,7 +296,7 @@ class GgufParser {
         GgufValue::Array values;
         for (uint64_t i = 0; i < n; ++i) {
           GgufValue v;
-          if (absl::Status s = ReadValue(elem_type, depth + 1, v); !s.ok()) return s;
+          LOOM_RETURN_IF_ERROR(ReadValue(elem_type, depth + 1, v));
           values.push_back(std::move(v));
         }
         out = GgufValue(GgufType::kArray, std::move(values));
@@ -313,9 +340,8 @@ const GgufValue::Array* GgufValue::AsArray() const {
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = Parse(*std::move(file));
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = Parse(std::move(file));
   if (!gguf.ok()) {
     return absl::Status(gguf.status().code(), absl::StrCat(path, ": ", gguf.status().message()));
   }
@@ -326,7 +352,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<const 
   std::unique_ptr<GgufFile> gguf(new GgufFile());
   gguf->mapping_ = std::move(file);
   GgufParser parser(gguf->mapping_->bytes());
-  if (absl::Status s = parser.Run(*gguf); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(parser.Run(*gguf));
   return gguf;
 }
 
