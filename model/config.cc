@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/gguf_file.h"
 #include "nlohmann/json.hpp"
 
@@ -142,7 +143,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
       *window < c.max_position_embeddings) {
     c.max_position_embeddings = static_cast<int32_t>(*window);
   }
-  if (absl::Status s = Validate(c); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(Validate(c));
   return c;
 }
 
@@ -225,7 +226,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
       }
     }
   }
-  if (absl::Status s = Validate(c); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(Validate(c));
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace loom {
 namespace {
@@ -116,7 +117,7 @@ absl::StatusOr<std::unique_ptr<WeightStore>> LoadGgufWeights(const GgufFile& ggu
       }
       t.data = buf;
     }
-    if (absl::Status s = store->Add(std::move(t)); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(store->Add(std::move(t)));
   }
   return store;
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {
@@ -72,7 +73,7 @@ absl::Status LoadFile(const std::string& path, WeightStore& store) {
       t.shape.push_back(d.get<int64_t>());
     }
     if (t.shape.empty()) t.shape.push_back(1);  // a scalar
-    if (absl::Status s = CheckElementCount(path, name, t.shape, 1); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(CheckElementCount(path, name, t.shape, 1));
     const json& off = entry["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
       return Bad(path, absl::StrCat("bad data_offsets for ", name));
@@ -132,7 +133,7 @@ absl::StatusOr<std::unique_ptr<WeightStore>> LoadSafetensorsDir(const std::strin
     return absl::NotFoundError(absl::StrCat("no .safetensors files in ", dir));
   }
   for (const std::string& f : files) {
-    if (absl::Status s = LoadSafetensorsFile(f, *store); !s.ok()) return s;
+    LOOM_RETURN_IF_ERROR(LoadSafetensorsFile(f, *store));
   }
   return store;
 }
