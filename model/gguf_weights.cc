@@ -96,11 +96,9 @@ absl::StatusOr<std::unique_ptr<WeightStore>> LoadGgufWeights(const GgufFile& ggu
   for (const GgufTensorInfo& info : gguf.tensors()) {
     std::string name = HfName(info.name);
     if (name.empty()) continue;
-    absl::StatusOr<DType> dtype = ToDType(info);
-    if (!dtype.ok()) return dtype.status();
     Tensor t;
     t.name = name;
-    t.dtype = *dtype;
+    LOOM_ASSIGN_OR_RETURN(t.dtype, ToDType(info));
     t.shape.assign(info.ne.rbegin(), info.ne.rend());
     t.data = info.data;
     if (unpermute && IsPermutedByConverter(info.name)) {

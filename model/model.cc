@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/dummy_weights.h"
 #include "model/gguf_file.h"
 #include "model/gguf_weights.h"
@@ -108,39 +109,26 @@ void SetChatTemplate(const std::optional<std::string>& source, LoadedModel& m) {
 }
 
 absl::Status LoadGguf(const std::string& path, LoadedModel& m) {
-  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
-  if (!gguf.ok()) return gguf.status();
-  absl::StatusOr<ModelConfig> config = ConfigFromGguf(**gguf);
-  if (!config.ok()) return config.status();
-  m.config = *std::move(config);
-  absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadGgufWeights(**gguf, m.config);
-  if (!weights.ok()) return weights.status();
-  m.weights = *std::move(weights);
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromGguf(**gguf);
-  if (!tokenizer.ok()) return tokenizer.status();
-  m.tokenizer = *std::move(tokenizer);
-  SetChatTemplate((*gguf)->GetString("tokenizer.chat_template"), m);
+  LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+  LOOM_ASSIGN_OR_RETURN(m.config, ConfigFromGguf(*gguf));
+  LOOM_ASSIGN_OR_RETURN(m.weights, LoadGgufWeights(*gguf, m.config));
+  LOOM_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromGguf(*gguf));
+  SetChatTemplate(gguf->GetString("tokenizer.chat_template"), m);
   m.name = fs::path(path).stem().string();
   return absl::OkStatus();
 }
 
 absl::Status LoadHfDir(const fs::path& dir, bool dummy, DType dummy_dtype, LoadedModel& m) {
-  absl::StatusOr<ModelConfig> config = ConfigFromJson((dir / "config.json").string());
-  if (!config.ok()) return config.status();
-  m.config = *std::move(config);
+  LOOM_ASSIGN_OR_RETURN(m.config, ConfigFromJson((dir / "config.json").string()));
   if (dummy) {
     m.weights = MakeDummyWeights(m.config, dummy_dtype);
   } else {
-    absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadSafetensorsDir(dir.string());
-    if (!weights.ok()) return weights.status();
-    m.weights = *std::move(weights);
+    LOOM_ASSIGN_OR_RETURN(m.weights, LoadSafetensorsDir(dir.string()));
   }
   std::error_code ec;
   if (fs::exists(dir / "tokenizer.json", ec)) {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-        Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
-    if (!tokenizer.ok()) return tokenizer.status();
-    m.tokenizer = *std::move(tokenizer);
+    LOOM_ASSIGN_OR_RETURN(m.tokenizer,
+                          Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string()));
   } else if (dummy) {
     if (m.config.vocab_size < 258) {
       return absl::InvalidArgumentError(
@@ -195,8 +183,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const ModelLoadOptions& o
     return absl::InvalidArgumentError(
         absl::StrCat("unknown load format '", format, "' (auto, gguf, safetensors, dummy)"));
   }
-  if (!s.ok()) return s;
-  if (s = ValidateWeights(m->config, *m->weights); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(s);
+  LOOM_RETURN_IF_ERROR(ValidateWeights(m->config, *m->weights));
   if (m->tokenizer->vocab_size() > m->config.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", m->tokenizer->vocab_size(),
                                                    " tokens but the model only ",

@@ -34,9 +34,8 @@ absl::Status CheckElementCount(const std::string& path, const std::string& name,
 }
 
 absl::Status LoadFile(const std::string& path, WeightStore& store) {
-  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
-  if (!file.ok()) return file.status();
-  std::span<const std::byte> bytes = (*file)->bytes();
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::Open(path));
+  std::span<const std::byte> bytes = file->bytes();
   uint64_t header_len;
   if (bytes.size() < 8) return Bad(path, "too short for a safetensors header");
   std::memcpy(&header_len, bytes.data(), 8);
@@ -47,7 +46,7 @@ absl::Status LoadFile(const std::string& path, WeightStore& store) {
   json header = json::parse(header_text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return Bad(path, "header is not JSON");
   std::span<const std::byte> data = bytes.subspan(8 + header_len);
-  store.KeepAlive(*file);
+  store.KeepAlive(file);
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||

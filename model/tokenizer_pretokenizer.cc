@@ -1,6 +1,7 @@
 #include "model/tokenizer_pretokenizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "model/tokenizer_utf8.h"
 #include "re2/re2.h"
 
@@ -58,9 +59,9 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_v
   std::unique_ptr<PreTokenizer> p(new PreTokenizer());
   p->add_prefix_space_ = add_prefix_space;
   if (!pattern.empty()) {
-    absl::StatusOr<std::string> translated = TranslatePattern(pattern, p->trailing_space_rule_);
-    if (!translated.ok()) return translated.status();
-    p->pattern_ = std::make_unique<re2::RE2>(*translated, re2::RE2::Quiet);
+    LOOM_ASSIGN_OR_RETURN(const std::string translated,
+                          TranslatePattern(pattern, p->trailing_space_rule_));
+    p->pattern_ = std::make_unique<re2::RE2>(translated, re2::RE2::Quiet);
     if (!p->pattern_->ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("bad pre-tokenizer pattern: ", p->pattern_->error()));
