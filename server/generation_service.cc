@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "server/access_log.h"
 #include "server/generate_stream_reactor.h"
 #include "server/generate_unary_reactor.h"
@@ -77,9 +78,7 @@ absl::Status GenerationService::CheckAccepting() const {
 
 absl::StatusOr<RequestParams> GenerationService::Prepare(const grpc::CallbackServerContext& context,
                                                          const v1::GenerateRequest& request) {
-  if (absl::Status st = CheckAccepting(); !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(CheckAccepting());
   absl::StatusOr<RequestParams> params = builder_.Build(request, absl::Now(), DeadlineOf(context));
   if (!params.ok()) {
     LogLine(absl::StrCat("request ", request.request_id().empty() ? "-" : request.request_id(),

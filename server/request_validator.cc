@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace loom {
 namespace {
@@ -39,9 +40,7 @@ absl::Status CheckSize(absl::string_view field, int64_t count, int64_t limit,
 absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
                               const RequestLimits& limits) {
   if (s.has_temperature()) {
-    if (absl::Status st = CheckClosed(s.temperature(), 0, 100, "sampling.temperature"); !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckClosed(s.temperature(), 0, 100, "sampling.temperature"));
   }
   if (s.has_top_p() && !(std::isfinite(s.top_p()) && 0 < s.top_p() && s.top_p() <= 1)) {
     return OutOfRange("sampling.top_p", "in (0, 1]", absl::StrCat(s.top_p()));
@@ -50,43 +49,27 @@ absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
     return OutOfRange("sampling.top_k", ">= 0 (0 = off)", absl::StrCat(s.top_k()));
   }
   if (s.has_min_p()) {
-    if (absl::Status st = CheckClosed(s.min_p(), 0, 1, "sampling.min_p"); !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckClosed(s.min_p(), 0, 1, "sampling.min_p"));
   }
   if (s.has_repetition_penalty() &&
       !(std::isfinite(s.repetition_penalty()) && s.repetition_penalty() > 0)) {
     return OutOfRange("sampling.repetition_penalty", "> 0", absl::StrCat(s.repetition_penalty()));
   }
   if (s.has_presence_penalty()) {
-    if (absl::Status st = CheckClosed(s.presence_penalty(), -2, 2, "sampling.presence_penalty");
-        !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckClosed(s.presence_penalty(), -2, 2, "sampling.presence_penalty"));
   }
   if (s.has_frequency_penalty()) {
-    if (absl::Status st = CheckClosed(s.frequency_penalty(), -2, 2, "sampling.frequency_penalty");
-        !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckClosed(s.frequency_penalty(), -2, 2, "sampling.frequency_penalty"));
   }
   if (s.has_n() && !(1 <= s.n() && s.n() <= kMaxSamples)) {
     return OutOfRange("sampling.n", absl::StrCat("in [1, ", kMaxSamples, "]"), absl::StrCat(s.n()));
   }
-  if (absl::Status st =
-          CheckSize("sampling.logit_bias", s.logit_bias_size(), limits.max_logit_bias, "entries");
-      !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(
+      CheckSize("sampling.logit_bias", s.logit_bias_size(), limits.max_logit_bias, "entries"));
   for (const auto& [id, bias] : s.logit_bias()) {
-    if (absl::Status st = CheckTokenId(id, vocab_size, "sampling.logit_bias key"); !st.ok()) {
-      return st;
-    }
-    if (absl::Status st =
-            CheckClosed(bias, -100, 100, absl::StrCat("sampling.logit_bias[", id, "]"));
-        !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckTokenId(id, vocab_size, "sampling.logit_bias key"));
+    LOOM_RETURN_IF_ERROR(
+        CheckClosed(bias, -100, 100, absl::StrCat("sampling.logit_bias[", id, "]")));
   }
   return absl::OkStatus();
 }
@@ -115,17 +98,11 @@ absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size,
                         absl::StrCat(size, " bytes"));
     }
   }
-  if (absl::Status st = CheckSize("stopping.stop_token_ids", s.stop_token_ids_size(),
-                                  limits.max_stop_token_ids, "entries");
-      !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(CheckSize("stopping.stop_token_ids", s.stop_token_ids_size(),
+                                 limits.max_stop_token_ids, "entries"));
   for (int i = 0; i < s.stop_token_ids_size(); ++i) {
-    if (absl::Status st = CheckTokenId(s.stop_token_ids(i), vocab_size,
-                                       absl::StrCat("stopping.stop_token_ids[", i, "]"));
-        !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckTokenId(s.stop_token_ids(i), vocab_size,
+                                      absl::StrCat("stopping.stop_token_ids[", i, "]")));
   }
   return absl::OkStatus();
 }
@@ -144,17 +121,11 @@ absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_siz
       if (ids.empty()) {
         return absl::InvalidArgumentError("prompt_token_ids.ids must not be empty");
       }
-      if (absl::Status st =
-              CheckSize("prompt_token_ids.ids", ids.size(), limits.max_prompt_tokens, "entries");
-          !st.ok()) {
-        return st;
-      }
+      LOOM_RETURN_IF_ERROR(
+          CheckSize("prompt_token_ids.ids", ids.size(), limits.max_prompt_tokens, "entries"));
       for (int i = 0; i < ids.size(); ++i) {
-        if (absl::Status st =
-                CheckTokenId(ids[i], vocab_size, absl::StrCat("prompt_token_ids.ids[", i, "]"));
-            !st.ok()) {
-          return st;
-        }
+        LOOM_RETURN_IF_ERROR(
+            CheckTokenId(ids[i], vocab_size, absl::StrCat("prompt_token_ids.ids[", i, "]")));
       }
       return absl::OkStatus();
     }
@@ -193,24 +164,15 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
     return OutOfRange("request_id", absl::StrCat("at most ", kMaxRequestIdLength, " characters"),
                       absl::StrCat(request.request_id().size(), " characters"));
   }
-  if (absl::Status st = CheckSize("cache_salt", static_cast<int64_t>(request.cache_salt().size()),
-                                  limits.max_cache_salt_bytes, "bytes");
-      !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(CheckSize("cache_salt", static_cast<int64_t>(request.cache_salt().size()),
+                                 limits.max_cache_salt_bytes, "bytes"));
   if (!(kMinPriority <= request.priority() && request.priority() <= kMaxPriority)) {
     return OutOfRange("priority", absl::StrCat("in [", kMinPriority, ", ", kMaxPriority, "]"),
                       absl::StrCat(request.priority()));
   }
-  if (absl::Status st = ValidateInput(request, vocab_size, limits); !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = ValidateSampling(request.sampling(), vocab_size, limits); !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = ValidateStopping(request.stopping(), vocab_size, limits); !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(ValidateInput(request, vocab_size, limits));
+  LOOM_RETURN_IF_ERROR(ValidateSampling(request.sampling(), vocab_size, limits));
+  LOOM_RETURN_IF_ERROR(ValidateStopping(request.stopping(), vocab_size, limits));
   if (request.has_logprobs() && !(0 <= request.logprobs() && request.logprobs() <= kMaxLogprobs)) {
     return OutOfRange("logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
                       absl::StrCat(request.logprobs()));

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace loom {
 namespace {
@@ -63,18 +64,14 @@ absl::Status ValidateLimits(const ServerConfig& c) {
       {"grpc_max_concurrent_streams", c.grpc_max_concurrent_streams},
       {"max_stream_buffer_bytes", c.max_stream_buffer_bytes}};
   for (const auto& [flag, value] : at_least_one) {
-    if (absl::Status st = CheckAtLeast(flag, value, 1); !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckAtLeast(flag, value, 1));
   }
   const std::pair<absl::string_view, absl::Duration> positive[] = {
       {"grpc_keepalive_time", c.grpc_keepalive_time},
       {"grpc_keepalive_timeout", c.grpc_keepalive_timeout},
       {"stream_buffer_grace", c.stream_buffer_grace}};
   for (const auto& [flag, value] : positive) {
-    if (absl::Status st = CheckPositive(flag, value); !st.ok()) {
-      return st;
-    }
+    LOOM_RETURN_IF_ERROR(CheckPositive(flag, value));
   }
   return absl::OkStatus();
 }
@@ -85,28 +82,13 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.model.empty()) {
     return absl::InvalidArgumentError("model must be a path; got \"\"");
   }
-  if (absl::Status st =
-          CheckOneOf("load_format", c.load_format, {"auto", "gguf", "safetensors", "dummy"});
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = CheckOneOf("device", c.device, {"auto", "cpu", "cuda"}); !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = CheckOneOf("dtype", c.dtype, {"auto", "float32", "bfloat16", "float16"});
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = CheckOneOf("attention_kernel", c.attention_kernel, {"auto", "v1", "v2"});
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = CheckPort("port", c.port); !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = CheckPort("http_port", c.http_port); !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(
+      CheckOneOf("load_format", c.load_format, {"auto", "gguf", "safetensors", "dummy"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("device", c.device, {"auto", "cpu", "cuda"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("dtype", c.dtype, {"auto", "float32", "bfloat16", "float16"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("attention_kernel", c.attention_kernel, {"auto", "v1", "v2"}));
+  LOOM_RETURN_IF_ERROR(CheckPort("port", c.port));
+  LOOM_RETURN_IF_ERROR(CheckPort("http_port", c.http_port));
   if (c.host.empty()) {
     return absl::InvalidArgumentError("host must not be empty");
   }
@@ -138,13 +120,8 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.max_queued_requests < 1) {
     return Invalid("max_queued_requests", ">= 1", absl::StrCat(c.max_queued_requests));
   }
-  if (absl::Status st = CheckOneOf("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"});
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = CheckOneOf("admission", c.admission, {"optimistic", "reserve"}); !st.ok()) {
-    return st;
-  }
+  LOOM_RETURN_IF_ERROR(CheckOneOf("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("admission", c.admission, {"optimistic", "reserve"}));
   if (c.drain_timeout < absl::ZeroDuration()) {
     return Invalid("drain_timeout", ">= 0s", absl::FormatDuration(c.drain_timeout));
   }
