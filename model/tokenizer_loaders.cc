@@ -265,17 +265,19 @@ absl::Status TokenizerBuilder::ReadAddedTokens(const json& added_tokens, int64_t
 }
 
 void TokenizerBuilder::ReadSpecialTokens(const json& post, const json& tok_config, Tokenizer& t) {
-  // Which ids the post-processor puts around a single sequence.
-  std::vector<const json*> processors;
+  // Which ids the post-processor puts around a single sequence: its own, or
+  // those of the processors in a Sequence (json::value returns a copy, which
+  // this list holds for the loop below).
+  json processors = json::array();
   if (post.is_object() && post.value("type", std::string()) == "Sequence") {
-    for (const json& p : post.value("processors", json::array())) processors.push_back(&p);
+    processors = post.value("processors", json::array());
   } else if (post.is_object()) {
-    processors.push_back(&post);
+    processors.push_back(post);
   }
-  for (const json* p : processors) {
-    if (p->value("type", std::string()) != "TemplateProcessing") continue;
+  for (const json& p : processors) {
+    if (p.value("type", std::string()) != "TemplateProcessing") continue;
     bool seen_sequence = false;
-    for (const json& item : p->value("single", json::array())) {
+    for (const json& item : p.value("single", json::array())) {
       if (item.contains("Sequence")) seen_sequence = true;
       if (!item.contains("SpecialToken")) continue;
       const std::string name = item["SpecialToken"].value("id", std::string());

@@ -141,6 +141,29 @@ TEST(TokenizerTest, HugeIdsAreRejectedUnlessConfigVocabSizeAllowsThem) {
   std::filesystem::remove_all(dir);
 }
 
+// Llama 3.1's tokenizer.json wraps its TemplateProcessing in a Sequence
+// post-processor; the BOS it names is still added.
+TEST(TokenizerTest, SequencePostProcessorAddsBos) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "loom_tokenizer_sequence_post";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json")
+      << R"({"model": {"type": "BPE", "vocab": {"a": 0, "<s>": 1}, "merges": []},)"
+         R"( "added_tokens": [{"id": 1, "content": "<s>"}],)"
+         R"( "pre_tokenizer": {"type": "ByteLevel"},)"
+         R"( "post_processor": {"type": "Sequence", "processors": [)"
+         R"(   {"type": "ByteLevel"},)"
+         R"(   {"type": "TemplateProcessing",)"
+         R"(    "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}]}]}})";
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
+      Tokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->bos_id(), 1);
+  EXPECT_THAT((*tok)->Encode("a", true), ElementsAre(1, 0));
+  EXPECT_THAT((*tok)->Encode("a", false), ElementsAre(0));
+}
+
 TEST(PreTokenizerTest, TrailingSpaceRuleLeavesLastSpaceToTheWord) {
   auto pre = PreTokenizer::Create(kGpt2Pattern, false, false);
   ASSERT_TRUE(pre.ok()) << pre.status();
