@@ -66,6 +66,19 @@ class TsanReportsTest(unittest.TestCase):
         self.assertTrue(stack[0].lstrip().startswith("#0 operator new"))
         self.assertIn("stream_call.cc:81", stack[7])
 
+    def test_reactor_lifetime_frames_include_the_shared_base(self):
+        frames = [
+            "    #3 loom::GenerateStreamReactor::OnWriteDone(bool) ../../server/generate_stream_reactor.cc:40 (loomd+0x1)",
+            "    #3 loom::GenerateReactorBase<loom::GenerateStreamReactor, grpc::ServerWriteReactor<"
+            "loom::v1::GenerateStreamResponse> >::OnDone() ../../server/generate_reactor_base.h:48 (loomd+0x1)",
+            "    #1 loom::GenerateReactorBase<loom::GenerateUnaryReactor, grpc::ServerUnaryReactor>::"
+            "~GenerateReactorBase() ../../server/generate_reactor_base.h:33 (loomd+0x1)",
+            "    #1 ~GenerateReactorBase ../../server/generate_reactor_base.h:33 (loomd+0x1)",
+            "    #2 loom::GenerateUnaryReactor::GenerateUnaryReactor(int) ../../server/generate_unary_reactor.cc:9 (loomd+0x1)",
+        ]
+        matched = [bool(tsan_reports.REACTOR_LIFETIME.search(f)) for f in frames]
+        self.assertEqual(matched, [False, True, True, True, True])
+
 
 if __name__ == "__main__":
     unittest.main()

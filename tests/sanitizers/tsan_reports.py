@@ -91,8 +91,12 @@ def owner_is_foreign(stack):
 
 # gRPC's inline reactor plumbing, and a Loom reactor's construction or deletion.
 GRPC_REACTOR_CODE = re.compile(r" /usr/include/grpcpp/(support|impl/codegen)/server_callback")
-REACTOR_LIFETIME = re.compile(r" loom::(\w+::)?(\w+Reactor::(~?\w+Reactor|OnDone)|GenerationService::Generate\w*)\(|"
-                              r" ~?\w+Reactor \.\./\.\./server/")
+# A reactor class is FooReactor or the templated GenerateReactorBase<...> that
+# holds the shared construction, OnDone and destruction.
+REACTOR_CLASS = r"\w+Reactor(Base<.*>)?"
+REACTOR_LIFETIME = re.compile(
+    r" loom::(\w+::)?(" + REACTOR_CLASS + r"::(~?\w+Reactor(Base)?|OnDone)|GenerationService::Generate\w*)\(|"
+    r" ~?\w+Reactor(Base)? \.\./\.\./server/")
 
 
 def owner(stack):
