@@ -120,7 +120,7 @@ struct Program {
 inline constexpr size_t kMaxSourceBytes = 1u << 20;   // template source
 inline constexpr int kMaxParseDepth = 128;            // block and expression nesting
 inline constexpr int kMaxEvalDepth = 256;             // expression evaluation
-inline constexpr int64_t kMaxSteps = 10'000'000;      // nodes, loop iterations, evaluations
+inline constexpr int64_t kMaxSteps = 1'000'000;       // nodes, loop iterations, evaluations
 inline constexpr size_t kMaxStringBytes = 64u << 20;  // any one string value
 inline constexpr size_t kMaxOutputBytes = 64u << 20;  // the rendered prompt
 // Bytes of strings and list items built by one render, in total.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <numbers>
 #include <sstream>
 
@@ -35,6 +36,17 @@ bool Bool(const json& j, const char* key, bool fallback) {
 std::string String(const json& j, const char* key, const std::string& fallback) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// A whole number in [0, 2^31 - 1], or the fallback when the key is absent.
+absl::StatusOr<int32_t> Int(const json& j, const char* key, int32_t fallback) {
+  std::optional<double> v = Number(j, key);
+  if (!v) return fallback;
+  constexpr double kMax = std::numeric_limits<int32_t>::max();
+  if (!(*v >= 0 && *v <= kMax) || *v != std::floor(*v)) {
+    return Invalid(absl::StrCat(key, " must be a whole number in [0, 2147483647]; got ", *v));
+  }
+  return static_cast<int32_t>(*v);
 }
 
 std::vector<int32_t> IdList(const json& j) {
@@ -89,20 +101,17 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
                                                  "' (Llama, Mistral and Qwen2 are)"));
   }
   c.name = String(j, "_name_or_path", "");
-  auto int_field = [&](const char* key, int32_t fallback) {
-    std::optional<double> v = Number(j, key);
-    return v ? static_cast<int32_t>(*v) : fallback;
-  };
-  c.vocab_size = int_field("vocab_size", 0);
-  c.hidden_size = int_field("hidden_size", 0);
-  c.intermediate_size = int_field("intermediate_size", 0);
-  c.num_layers = int_field("num_hidden_layers", 0);
-  c.num_heads = int_field("num_attention_heads", 0);
-  c.num_kv_heads = int_field("num_key_value_heads", c.num_heads);
-  c.head_dim = int_field("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  LOOM_ASSIGN_OR_RETURN(c.vocab_size, Int(j, "vocab_size", 0));
+  LOOM_ASSIGN_OR_RETURN(c.hidden_size, Int(j, "hidden_size", 0));
+  LOOM_ASSIGN_OR_RETURN(c.intermediate_size, Int(j, "intermediate_size", 0));
+  LOOM_ASSIGN_OR_RETURN(c.num_layers, Int(j, "num_hidden_layers", 0));
+  LOOM_ASSIGN_OR_RETURN(c.num_heads, Int(j, "num_attention_heads", 0));
+  LOOM_ASSIGN_OR_RETURN(c.num_kv_heads, Int(j, "num_key_value_heads", c.num_heads));
+  LOOM_ASSIGN_OR_RETURN(c.head_dim,
+                        Int(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0));
   c.rms_norm_eps = static_cast<float>(Number(j, "rms_norm_eps").value_or(1e-6));
   c.rope_theta = static_cast<float>(Number(j, "rope_theta").value_or(10000.0));
-  c.max_position_embeddings = int_field("max_position_embeddings", 2048);
+  LOOM_ASSIGN_OR_RETURN(c.max_position_embeddings, Int(j, "max_position_embeddings", 2048));
   c.tie_word_embeddings = Bool(j, "tie_word_embeddings", false);
   c.attention_bias = c.architecture == "Qwen2ForCausalLM" ||
                      (j.contains("attention_bias") && j["attention_bias"].is_boolean() &&
@@ -133,8 +142,8 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
     c.rope_factor = static_cast<float>(Number(rs, "factor").value_or(1.0));
     c.rope_low_freq_factor = static_cast<float>(Number(rs, "low_freq_factor").value_or(1.0));
     c.rope_high_freq_factor = static_cast<float>(Number(rs, "high_freq_factor").value_or(4.0));
-    c.rope_original_max_position =
-        static_cast<int32_t>(Number(rs, "original_max_position_embeddings").value_or(8192));
+    LOOM_ASSIGN_OR_RETURN(c.rope_original_max_position,
+                          Int(rs, "original_max_position_embeddings", 8192));
   }
   // Attention is always full: a sliding window (Mistral v0.1) is honoured by
   // never running past it.

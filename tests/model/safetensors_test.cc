@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
 #include "tests/model/fixture_util.h"
@@ -119,6 +121,15 @@ TEST(ConfigTest, SlidingWindowCapsPositionsAndBadConfigsFail) {
   EXPECT_EQ(nulls->num_kv_heads, 2);
   EXPECT_FLOAT_EQ(nulls->rope_theta, 10000.0f);
   EXPECT_FALSE(ConfigFromJsonString("{").ok());
+  // A size beyond int32 (or negative, or fractional) names the field, not UB.
+  for (const char* size : {"2.5e69", "-8", "8.5"}) {
+    auto huge = ConfigFromJsonString(absl::StrCat(
+        R"({"model_type": "llama", "vocab_size": 10, "hidden_size": )", size,
+        R"(, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2})"));
+    ASSERT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << size;
+    EXPECT_THAT(huge.status().message(),
+                ::testing::HasSubstr("hidden_size must be a whole number in [0, 2147483647]"));
+  }
   EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": 5})").ok());
   EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": "llama", "vocab_size": "x"})").ok());
   EXPECT_FALSE(ConfigFromJsonString(R"({"model_type": "llama", "vocab_size": 10,
