@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "cache/kv_cache_sizing.h"
 
 namespace loom {
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_);
+  e->sampling_limits_ = {.vocab_size = c.vocab_size, .max_logit_bias = options.max_logit_bias};
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;
   if (e->max_model_len_ <= 0) e->max_model_len_ = c.max_position_embeddings;
   if (e->max_model_len_ <= 0) {
@@ -145,10 +147,11 @@ absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
 absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
   StepResult result;
   if (plan.seqs.empty()) return result;
-  if (absl::Status s = BuildBatch(plan); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(BuildBatch(plan));
   forward_->Run(batch_, kv_, *pool_, logits_, [this] { NoteProgress(); });
   if (!sample_seqs_.empty()) {
-    result.sampled = sampler_.Sample(sample_seqs_, logits_, config_.vocab_size, *pool_);
+    LOOM_ASSIGN_OR_RETURN(result.sampled,
+                          sampler_.Sample(sample_seqs_, logits_, sampling_limits_, *pool_));
   }
   return result;
 }

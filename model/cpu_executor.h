@@ -47,6 +47,7 @@ class CpuExecutor final : public Executor {
   ForwardBatch batch_;
   std::vector<const ScheduledSeq*> sample_seqs_;
   std::vector<float> logits_;
+  SamplingRowLimits sampling_limits_;
   Sampler sampler_;
 };
 

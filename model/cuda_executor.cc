@@ -14,6 +14,7 @@
 #include "kernels/launch_sizing.h"
 #include "model/cuda_forward.h"
 #include "model/cuda_weights.h"
+#include "model/sampling_row.h"
 
 namespace loom {
 namespace {
@@ -285,39 +286,11 @@ absl::StatusOr<CudaExecutorImpl::StepShape> CudaExecutorImpl::Plan(const StepPla
 }
 
 absl::Status CudaExecutorImpl::AddSamplingRow(const ScheduledSeq& s) {
-  const SamplingParams& sp = *s.sampling;
-  if (static_cast<int64_t>(sp.logit_bias.size()) > options_.max_logit_bias) {
-    return absl::InvalidArgumentError(absl::StrCat("seq ", s.seq_id, ": ", sp.logit_bias.size(),
-                                                   " logit_bias entries exceed max_logit_bias (",
-                                                   options_.max_logit_bias, ")"));
-  }
-  bias_ids_.clear();
-  bias_values_.clear();
-  for (const auto& [id, v] : sp.logit_bias) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("logit_bias token ", id));
-    }
-    bias_ids_.push_back(id);
-    bias_values_.push_back(v);
-  }
-  const int32_t end = s.num_computed_tokens + s.num_scheduled_tokens;
-  kernels::SamplingRowParams r;
-  r.temperature = sp.temperature;
-  r.top_p = sp.top_p;
-  r.top_k = sp.top_k;
-  r.min_p = sp.min_p;
-  r.repetition_penalty = sp.repetition_penalty;
-  r.presence_penalty = sp.presence_penalty;
-  r.frequency_penalty = sp.frequency_penalty;
-  r.seed = sp.seed;
-  r.step = static_cast<uint64_t>(std::max(0, end - s.num_prompt_tokens));
-  r.token_ids = s.all_token_ids.data();
-  r.num_prompt_tokens = s.num_prompt_tokens;
-  r.num_tokens = end;
-  r.bias_token_ids = bias_ids_.data();
-  r.bias_values = bias_values_.data();
-  r.num_bias = static_cast<int32_t>(bias_ids_.size());
-  r.num_logprobs = std::min(sp.num_logprobs, options_.max_top_logprobs);
+  const SamplingRowLimits limits{.vocab_size = config_.vocab_size,
+                                 .max_logit_bias = options_.max_logit_bias,
+                                 .max_top_logprobs = options_.max_top_logprobs};
+  LOOM_ASSIGN_OR_RETURN(kernels::SamplingRowParams r,
+                        MakeSamplingRow(s, limits, bias_ids_, bias_values_));
   pack_.Add(r);
   return absl::OkStatus();
 }

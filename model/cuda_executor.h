@@ -16,6 +16,7 @@
 #include "model/executor_factory.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "scheduler/sampling_params.h"
 
 namespace loom {
 
@@ -29,7 +30,7 @@ struct CudaExecutorOptions {
   int64_t kv_cache_bytes = 0;  // > 0: the KV pool's size, overriding the fraction
   int32_t max_num_blocks = 0;  // 0: no cap
   bool enforce_eager = false;  // no CUDA graphs
-  int32_t max_top_logprobs = 20;
+  int32_t max_top_logprobs = kMaxTopLogprobs;
   int32_t max_logit_bias = 1024;  // entries per request
   uint64_t dummy_seed = 0;        // random weights when the model carries no WeightStore
   // Decode attention kernel (--attention_kernel); prefill and mixed steps use v1.

@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "kernels/parallel.h"
 #include "kernels/sampling.h"
+#include "model/sampling_row.h"
 #include "scheduler/step.h"
 
 namespace loom {
@@ -16,9 +18,11 @@ namespace loom {
 class Sampler {
  public:
   // seqs[i] owns row i of logits ([seqs.size(), vocab_size], overwritten).
-  std::vector<SampledToken> Sample(const std::vector<const ScheduledSeq*>& seqs,
-                                   std::vector<float>& logits, int32_t vocab_size,
-                                   kernels::ParallelFor& pool);
+  // INVALID_ARGUMENT when a row's logit_bias breaks `limits` (MakeSamplingRow).
+  absl::StatusOr<std::vector<SampledToken>> Sample(const std::vector<const ScheduledSeq*>& seqs,
+                                                   std::vector<float>& logits,
+                                                   const SamplingRowLimits& limits,
+                                                   kernels::ParallelFor& pool);
 
  private:
   std::vector<kernels::SamplingRowParams> rows_;

@@ -9,6 +9,9 @@
 
 namespace loom {
 
+// The most top logprobs a request may ask for (API.md, logprobs).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 struct SamplingParams {
   float temperature = 1.0f;  // 0 = greedy
   float top_p = 1.0f;

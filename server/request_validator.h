@@ -8,13 +8,14 @@
 
 #include "absl/status/status.h"
 #include "loom/v1/generation.pb.h"
+#include "scheduler/sampling_params.h"
 
 namespace loom {
 
 inline constexpr int kMaxRequestIdLength = 128;
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxStopStringBytes = 256;
-inline constexpr int kMaxLogprobs = 20;
+inline constexpr int kMaxLogprobs = kMaxTopLogprobs;
 inline constexpr int kMaxSamples = 16;
 inline constexpr int32_t kDefaultMaxLogitBias = 1024;
 // priority is bounded so that the scheduler's arithmetic on it cannot overflow.
