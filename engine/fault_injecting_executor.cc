@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 
 namespace loom {
 
@@ -67,7 +68,7 @@ bool TestFault::WaitUntilStalled(absl::Duration timeout) {
 }
 
 absl::StatusOr<StepResult> FaultInjectingExecutor::Execute(const StepPlan& plan) {
-  if (absl::Status status = fault_->BeforeStep(); !status.ok()) return status;
+  LOOM_RETURN_IF_ERROR(fault_->BeforeStep());
   return inner_->Execute(plan);
 }
 

@@ -444,7 +444,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(
   const int32_t len = options.max_model_len > 0 ? options.max_model_len : max_model_len;
   if (len <= 0) return absl::InvalidArgumentError("max_model_len must be positive");
   auto impl = std::make_unique<CudaExecutorImpl>(config, len, options);
-  if (absl::Status s = impl->Init(weights); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(impl->Init(weights));
   return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
 }
 

@@ -106,7 +106,7 @@ absl::Status CudaWeights::Allocate() {
 absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Load(const ModelConfig& config,
                                                                const WeightStore& store) {
   std::unique_ptr<CudaWeights> w(new CudaWeights(config));
-  if (absl::Status s = w->Allocate(); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(w->Allocate());
   const ModelConfig& c = config;
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size, hd = c.head_dim;
   const int64_t q_rows = int64_t{c.num_heads} * hd, kv_rows = int64_t{c.num_kv_heads} * hd;
@@ -146,7 +146,7 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Load(const ModelConfig
 absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Dummy(const ModelConfig& config,
                                                                 uint64_t seed) {
   std::unique_ptr<CudaWeights> w(new CudaWeights(config));
-  if (absl::Status s = w->Allocate(); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(w->Allocate());
   const ModelConfig& c = config;
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
   const int64_t attn = int64_t{c.num_heads} * c.head_dim;

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace loom::cuda {
 namespace {
@@ -95,7 +96,7 @@ absl::StatusOr<int> FastestGemmAlgorithm(const GemmCall& call,
     return absl::FailedPreconditionError("gemm timing while the stream is being captured");
   }
   EventPair events;
-  if (absl::Status s = events.Create(); !s.ok()) return s;
+  LOOM_RETURN_IF_ERROR(events.Create());
   std::vector<float> ms;
   for (const cublasLtMatmulAlgo_t& algo : candidates) {
     absl::StatusOr<float> t = TimeOne(call, algo, stream, reps, events);
