@@ -27,8 +27,8 @@
 #include "engine/output_processor.h"
 #include "engine/request_output.h"
 #include "model/executor.h"
-#include "scheduler/request_params.h"
 #include "scheduler/scheduler.h"
+#include "types/request_params.h"
 
 namespace loom {
 

@@ -9,7 +9,7 @@
 
 #include "kernels/parallel.h"
 #include "kernels/sampling.h"
-#include "scheduler/step.h"
+#include "types/step.h"
 
 namespace loom {
 

@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "scheduler/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace loom {
+
+// The engine's and the scheduler's id of a submitted request.
+using RequestHandle = uint64_t;
 
 struct StoppingParams {
   int32_t max_tokens = 256;

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "scheduler/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace loom {
 
