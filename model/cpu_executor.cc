@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "cache/kv_cache_sizing.h"
+#include "model/kv_cache_sizing.h"
 
 namespace loom {
 namespace {

@@ -1,8 +1,7 @@
 // Sizes the KV pool from a byte budget and the model's geometry. Layers may
 // reuse another layer's KV (a cross-layer sharing map); only layers that own
 // their KV take memory, and each layer is told which buffer to view.
-#ifndef LOOM_CACHE_KV_CACHE_SIZING_H_
-#define LOOM_CACHE_KV_CACHE_SIZING_H_
+#pragma once
 
 #include <cstdint>
 #include <vector>
@@ -43,5 +42,3 @@ struct KvCacheSpec {
 [[nodiscard]] int32_t NumBlocksForBudget(const KvCacheSpec& spec, int64_t budget_bytes);
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_KV_CACHE_SIZING_H_

@@ -1,4 +1,4 @@
-#include "cache/kv_cache_sizing.h"
+#include "model/kv_cache_sizing.h"
 
 #include <algorithm>
 #include <limits>
