@@ -1,11 +1,11 @@
-#include "model/chat_template.h"
+#include "chat_template/chat_template.h"
 
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/model/fixture_util.h"
+#include "tests/fixtures/fixture_util.h"
 
 namespace loom {
 namespace {

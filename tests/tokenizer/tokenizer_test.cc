@@ -1,4 +1,4 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <filesystem>
 #include <fstream>
@@ -7,13 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "base/utf8.h"
+#include "formats/gguf_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/detokenizer.h"
-#include "model/gguf_file.h"
-#include "model/tokenizer_pretokenizer.h"
-#include "model/tokenizer_utf8.h"
-#include "tests/model/fixture_util.h"
+#include "tests/fixtures/fixture_util.h"
+#include "tokenizer/incremental_detokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace loom {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/tokenizer_utf8.h"
+#include "base/utf8.h"
 
 #include <algorithm>
 

@@ -1,10 +1,10 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 
-#include "model/bpe.h"
-#include "model/tokenizer_pretokenizer.h"
-#include "model/tokenizer_utf8.h"
+#include "base/utf8.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace loom {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/chat_template_builtins.h"
+#include "chat_template/builtins.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
-#include "model/tokenizer_utf8.h"
+#include "base/utf8.h"
 
 namespace loom::jinja {
 

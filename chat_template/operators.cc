@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/chat_template_ast.h"
-#include "model/chat_template_builtins.h"
+#include "chat_template/ast.h"
+#include "chat_template/builtins.h"
 
 namespace loom::jinja {
 namespace {

@@ -1,11 +1,11 @@
-#include "model/bpe.h"
+#include "tokenizer/bpe.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "model/tokenizer_utf8.h"
+#include "base/utf8.h"
 
 namespace loom {
 namespace {

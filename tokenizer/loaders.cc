@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/bpe.h"
-#include "model/gguf_file.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_pretokenizer.h"
+#include "formats/gguf_file.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace loom {
 

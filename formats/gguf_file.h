@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/mapped_file.h"
+#include "formats/mapped_file.h"
 
 namespace loom {
 

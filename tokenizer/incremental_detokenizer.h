@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace loom {
 

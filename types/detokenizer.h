@@ -1,5 +1,6 @@
-// Turns sampled token ids into text, one stream per sample. The engine owns no
-// tokenizer: the server hands it a Detokenizer backed by the model's tokenizer.
+// Turns sampled token ids into text, one stream per sample: the interface the
+// engine decodes through. The engine owns no tokenizer: loomd hands it the
+// tokenizer module's TokenizerDetokenizer (tests hand it fakes).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "model/chat_template_lexer.h"
+#include "chat_template/lexer.h"
 
 #include <cctype>
 

@@ -1,9 +1,9 @@
-#include "engine/tokenizer_detokenizer.h"
+#include "tokenizer/tokenizer_detokenizer.h"
 
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace loom {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/chat_template_ast.h"
+#include "chat_template/ast.h"
 
 namespace loom::jinja {
 

@@ -1,8 +1,8 @@
-#include "model/chat_template.h"
+#include "chat_template/chat_template.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/chat_template_ast.h"
+#include "chat_template/ast.h"
 
 namespace loom {
 

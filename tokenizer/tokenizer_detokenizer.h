@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "engine/detokenizer.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "types/detokenizer.h"
 
 namespace loom {
 

@@ -1,6 +1,6 @@
-#include "model/detokenizer.h"
+#include "tokenizer/incremental_detokenizer.h"
 
-#include "model/tokenizer_utf8.h"
+#include "base/utf8.h"
 
 namespace loom {
 

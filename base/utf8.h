@@ -1,4 +1,5 @@
-// Small UTF-8 helpers for the tokenizers and the incremental detokenizer.
+// Small UTF-8 helpers for the tokenizers, the incremental detokenizer and the
+// chat templates' string filters.
 // Invalid input never reads out of bounds: a bad byte counts as one character.
 #pragma once
 

@@ -3,8 +3,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/chat_template_ast.h"
-#include "model/chat_template_lexer.h"
+#include "chat_template/ast.h"
+#include "chat_template/lexer.h"
 
 namespace loom::jinja {
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
-#include "model/chat_template_ast.h"
-#include "model/chat_template_builtins.h"
+#include "chat_template/ast.h"
+#include "chat_template/builtins.h"
 
 namespace loom::jinja {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 
 #include <cstring>
 #include <limits>

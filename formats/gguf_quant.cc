@@ -1,12 +1,12 @@
-#include "model/gguf_quant.h"
+#include "formats/gguf_quant.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "base/check.h"
+#include "base/float16.h"
 #include "kernels/cpu/matmul_quant.h"
-#include "model/weights.h"
 
 namespace loom {
 namespace {

@@ -1,8 +1,8 @@
-#include "model/tokenizer_pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/tokenizer_utf8.h"
+#include "base/utf8.h"
 #include "re2/re2.h"
 
 namespace loom {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
-#include "model/chat_template_ast.h"
+#include "chat_template/ast.h"
 
 namespace loom::jinja {
 namespace {

@@ -1,9 +1,9 @@
-#include "engine/tokenizer_detokenizer.h"
+#include "tokenizer/tokenizer_detokenizer.h"
 
 #include <string>
 #include <utility>
 
-#include "model/detokenizer.h"
+#include "tokenizer/incremental_detokenizer.h"
 
 namespace loom {
 namespace {
