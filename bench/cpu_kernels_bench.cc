@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "formats/gguf_file.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/cpu/matmul_bf16.h"
@@ -20,7 +21,6 @@
 #include "kernels/rms_norm.h"
 #include "kernels/sampling.h"
 #include "model/cpu_executor.h"
-#include "model/gguf_file.h"
 #include "model/gguf_weights.h"
 
 namespace loom {

@@ -22,8 +22,8 @@
 #include "kernels/cuda/random_fill.h"
 #include "model/config.h"
 #include "model/cuda_executor.h"
-#include "scheduler/sampling_params.h"
-#include "scheduler/step.h"
+#include "types/sampling_params.h"
+#include "types/step.h"
 
 namespace {
 

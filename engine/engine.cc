@@ -5,6 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cache/kv_cache_manager.h"
+#include "engine/output_processor.h"
+#include "scheduler/scheduler.h"
 
 namespace loom {
 namespace {
@@ -36,13 +39,13 @@ Engine::Engine(EngineConfig config, std::unique_ptr<Executor> executor,
       executor_(std::move(executor)),
       geometry_(executor_->Geometry()),
       clock_(clock),
-      processor_(std::move(detokenizer), nullptr) {}
+      processor_(std::make_unique<OutputProcessor>(std::move(detokenizer), nullptr)) {}
 
 Engine::~Engine() { Shutdown(); }
 
 void Engine::SetObserver(EngineObserver* observer) {
   observer_ = observer;
-  processor_.set_observer(observer);
+  processor_->set_observer(observer);
 }
 
 absl::Status Engine::Start() {
@@ -267,7 +270,7 @@ bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t&
     // Nothing can be planned until a command arrives or (when stalled) a
     // deadline passes.
     const absl::Time deadline =
-        scheduler_->HasUnfinished() ? processor_.EarliestDeadline() : absl::InfiniteFuture();
+        scheduler_->HasUnfinished() ? processor_->EarliestDeadline() : absl::InfiniteFuture();
     if (deadline == absl::InfiniteFuture()) {
       while (!WorkReady()) work_cv_.Wait(mu_);
     } else {
@@ -293,18 +296,18 @@ bool Engine::WorkReady() const { return stop_requested_ || !inbox_.empty() || nu
 
 void Engine::HandleCommand(Command& command) {
   if (command.kind == Command::Kind::kAbort) {
-    const std::optional<RequestHandle> handle = processor_.FindHandle(command.id);
+    const std::optional<RequestHandle> handle = processor_->FindHandle(command.id);
     if (!handle) return;
     scheduler_->AbortRequest(*handle);
     const absl::Time now = clock_->Now();
     // gRPC cancels a call whose deadline passed, and that cancellation can
     // reach the engine before the engine's own expiry does: an abort at (or
     // just before, see kDeadlineSlack) the deadline is the deadline's.
-    const bool expired = now + kDeadlineSlack >= processor_.DeadlineOf(*handle);
-    processor_.Fail(*handle,
-                    expired ? absl::DeadlineExceededError("request deadline passed")
-                            : absl::CancelledError("request cancelled"),
-                    now);
+    const bool expired = now + kDeadlineSlack >= processor_->DeadlineOf(*handle);
+    processor_->Fail(*handle,
+                     expired ? absl::DeadlineExceededError("request deadline passed")
+                             : absl::CancelledError("request cancelled"),
+                     now);
     ++num_finished_unpublished_;
     return;
   }
@@ -321,14 +324,14 @@ void Engine::HandleCommand(Command& command) {
     ++num_finished_unpublished_;
     return;
   }
-  processor_.Add(command.id, *handle, command.params, std::move(command.sink));
+  processor_->Add(command.id, *handle, command.params, std::move(command.sink));
 }
 
 bool Engine::Step(bool& stalled) {
   const absl::Time start = clock_->Now();
   StepPlan plan = scheduler_->Schedule(start);
   for (RequestHandle handle : scheduler_->TakeExpired()) {
-    if (processor_.Fail(handle, absl::DeadlineExceededError("request deadline passed"), start)) {
+    if (processor_->Fail(handle, absl::DeadlineExceededError("request deadline passed"), start)) {
       ++num_finished_unpublished_;
     }
   }
@@ -357,7 +360,7 @@ bool Engine::Step(bool& stalled) {
   }
   const UpdateOutput update = scheduler_->Update(plan, *result);
   const absl::Time end = clock_->Now();
-  const OutputProcessor::StepOutcome outcome = processor_.ProcessStep(update, end, *scheduler_);
+  const OutputProcessor::StepOutcome outcome = processor_->ProcessStep(update, end, *scheduler_);
   ++counters_.num_steps;
   heartbeat_steps_.store(counters_.num_steps, std::memory_order_release);
   MarkProgress(/*parked=*/false);
@@ -385,9 +388,9 @@ void Engine::CloseFailedStep(const StepPlan& plan) {
 
 void Engine::FailAll(const absl::Status& status) {
   const absl::Time now = clock_->Now();
-  for (RequestHandle handle : processor_.handles()) {
+  for (RequestHandle handle : processor_->handles()) {
     scheduler_->AbortRequest(handle);
-    if (processor_.Fail(handle, status, now)) ++num_finished_unpublished_;
+    if (processor_->Fail(handle, status, now)) ++num_finished_unpublished_;
   }
   std::vector<Command> commands;
   {

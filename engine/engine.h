@@ -19,18 +19,23 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/mutex.h"
-#include "cache/kv_cache_manager.h"
 #include "engine/clock.h"
-#include "engine/detokenizer.h"
 #include "engine/engine_observer.h"
 #include "engine/engine_stats.h"
-#include "engine/output_processor.h"
 #include "engine/request_output.h"
 #include "model/executor.h"
-#include "scheduler/request_params.h"
-#include "scheduler/scheduler.h"
+#include "types/detokenizer.h"
+#include "types/request_params.h"
+#include "types/scheduler_config.h"
+#include "types/step.h"
 
 namespace loom {
+
+// The engine's own parts, kept out of this header so that its users (the
+// server) see neither the scheduler nor the cache.
+class KvCacheManager;
+class OutputProcessor;
+class Scheduler;
 
 struct EngineConfig {
   // max_model_len 0 takes the executor's. max_queued_requests bounds the
@@ -144,7 +149,7 @@ class Engine {
   // Start() touches them before the thread exists and Shutdown() after the join.
   std::unique_ptr<KvCacheManager> cache_;
   std::unique_ptr<Scheduler> scheduler_;
-  OutputProcessor processor_;
+  const std::unique_ptr<OutputProcessor> processor_;
   EngineStats counters_;                  // cumulative counters, copied into each snapshot
   int32_t num_finished_unpublished_ = 0;  // final outputs pushed since the last snapshot
 

@@ -22,11 +22,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/detokenizer.h"
 #include "engine/engine_observer.h"
 #include "engine/request_output.h"
 #include "engine/stop_string_matcher.h"
 #include "scheduler/scheduler.h"
+#include "types/detokenizer.h"
 
 namespace loom {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "scheduler/request_params.h"
-#include "scheduler/step.h"
+#include "types/request_params.h"
+#include "types/step.h"
 
 namespace loom {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/chat_template.h"
+#include "chat_template/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

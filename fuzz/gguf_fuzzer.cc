@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "formats/gguf_file.h"
+#include "formats/mapped_file.h"
 #include "fuzz/fuzz_util.h"
 #include "model/config.h"
-#include "model/gguf_file.h"
 #include "model/gguf_weights.h"
-#include "model/mapped_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data),

@@ -10,7 +10,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "model/config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

@@ -19,8 +19,8 @@
 
 #include "absl/strings/match.h"
 #include "engine/stop_string_matcher.h"
-#include "engine/tokenizer_detokenizer.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_detokenizer.h"
 
 namespace {
 

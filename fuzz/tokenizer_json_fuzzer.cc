@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);

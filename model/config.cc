@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "nlohmann/json.hpp"
 
 namespace loom {

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "cache/kv_cache_sizing.h"
+#include "model/kv_cache_sizing.h"
 
 namespace loom {
 namespace {

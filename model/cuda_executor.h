@@ -16,7 +16,7 @@
 #include "model/executor_factory.h"
 #include "model/model.h"
 #include "model/weights.h"
-#include "scheduler/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace loom {
 

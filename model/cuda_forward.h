@@ -14,12 +14,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cache/kv_cache_sizing.h"
 #include "kernels/cuda/attention_v2.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/paged_kv.h"
 #include "model/config.h"
 #include "model/cuda_weights.h"
+#include "model/kv_cache_sizing.h"
 
 namespace loom {
 
@@ -70,7 +70,7 @@ class CudaForward {
   // Device bytes the activations and workspace need for these limits (no KV).
   static int64_t ActivationBytes(const ModelConfig& config, const CudaForwardLimits& limits);
   static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
-  // The pool's geometry for the shared sizing functions (cache/kv_cache_sizing.h).
+  // The pool's geometry for the shared sizing functions (model/kv_cache_sizing.h).
   static KvCacheSpec KvSpec(const ModelConfig& config, int32_t block_size);
 
  private:

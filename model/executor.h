@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "scheduler/step.h"
+#include "types/step.h"
 
 namespace loom {
 

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "formats/gguf_file.h"
 #include "model/config.h"
-#include "model/gguf_file.h"
 #include "model/weights.h"
 
 namespace loom {

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "formats/gguf_file.h"
 #include "model/dummy_weights.h"
-#include "model/gguf_file.h"
 #include "model/gguf_weights.h"
 #include "model/safetensors.h"
 #include "nlohmann/json.hpp"

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "model/config.h"
-#include "model/tokenizer.h"
 #include "model/weights.h"
+#include "tokenizer/tokenizer.h"
 
 namespace loom {
 

@@ -11,7 +11,7 @@
 #include "kernels/parallel.h"
 #include "kernels/sampling.h"
 #include "model/sampling_row.h"
-#include "scheduler/step.h"
+#include "types/step.h"
 
 namespace loom {
 

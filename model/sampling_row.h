@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/sampling.h"
-#include "scheduler/sampling_params.h"
-#include "scheduler/step.h"
+#include "types/sampling_params.h"
+#include "types/step.h"
 
 namespace loom {
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "model/gguf_quant.h"
+#include "formats/gguf_quant.h"
 
 namespace loom {
 

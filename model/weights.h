@@ -16,11 +16,11 @@
 
 #include "absl/status/statusor.h"
 #include "base/float16.h"
-#include "model/mapped_file.h"
+#include "formats/mapped_file.h"
 
 namespace loom {
 
-// Quantized types use ggml's block layouts (model/gguf_quant.h): blocks of 32
+// Quantized types use ggml's block layouts (formats/gguf_quant.h): blocks of 32
 // values along a row (the input dimension).
 enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1 };
 

@@ -14,14 +14,12 @@
 
 #include "absl/time/time.h"
 #include "cache/kv_cache_manager.h"
-#include "scheduler/request_params.h"
-#include "scheduler/sampling_params.h"
 #include "scheduler/seq_arena.h"
 #include "scheduler/stop_checker.h"
+#include "types/request_params.h"
+#include "types/sampling_params.h"
 
 namespace loom {
-
-using RequestHandle = uint64_t;
 
 // Sequence ids are handle * kMaxSamplesPerRequest + sample index.
 inline constexpr int32_t kMaxSamplesPerRequest = 32;

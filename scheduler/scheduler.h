@@ -65,26 +65,11 @@
 #include "absl/time/time.h"
 #include "cache/kv_cache_manager.h"
 #include "scheduler/request.h"
-#include "scheduler/request_params.h"
-#include "scheduler/step.h"
+#include "types/request_params.h"
+#include "types/scheduler_config.h"
+#include "types/step.h"
 
 namespace loom {
-
-enum class SchedulingPolicy { kFcfs, kPriority };
-enum class AdmissionPolicy { kOptimistic, kReserve };
-
-struct SchedulerConfig {
-  int32_t max_num_seqs = 256;             // sequences per step (batch slots)
-  int32_t max_num_batched_tokens = 8192;  // token budget per step
-  int32_t max_model_len = 0;              // required; capped to the pool's capacity
-  int32_t max_queued_requests = 1024;     // waiting sequences beyond this: RESOURCE_EXHAUSTED
-  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
-  AdmissionPolicy admission = AdmissionPolicy::kOptimistic;
-  int32_t long_prefill_token_threshold = 0;  // most tokens of one prefill chunk; 0 = no cap
-  std::vector<int32_t> eos_token_ids;
-  // Priority policy: waiting this long is worth one priority level. Positive.
-  absl::Duration priority_aging = absl::Seconds(1);
-};
 
 // One token sampled for one sequence in this step.
 struct NewToken {

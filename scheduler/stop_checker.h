@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/request_params.h"
+#include "types/request_params.h"
 
 namespace loom {
 

@@ -11,7 +11,6 @@
 #include "absl/time/clock.h"
 #include "engine/engine.h"
 #include "engine/fault_injecting_executor.h"
-#include "engine/tokenizer_detokenizer.h"
 #include "model/executor_factory.h"
 #include "model/model.h"
 #include "server/engine_backend.h"
@@ -21,6 +20,7 @@
 #include "server/loaded_model_frontend.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "tokenizer/tokenizer_detokenizer.h"
 
 #ifndef LOOM_VERSION
 #define LOOM_VERSION "dev"

@@ -19,7 +19,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
-#include "scheduler/request_params.h"
 #include "server/access_log.h"
 #include "server/generation_backend.h"
 #include "server/log.h"
@@ -27,6 +26,7 @@
 #include "server/rpc_recorder.h"
 #include "server/service_options.h"
 #include "server/status_mapping.h"
+#include "types/request_params.h"
 
 namespace loom {
 

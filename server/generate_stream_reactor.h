@@ -14,13 +14,13 @@
 #include "absl/base/thread_annotations.h"
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.pb.h"
-#include "scheduler/request_params.h"
 #include "server/generate_reactor_base.h"
 #include "server/generation_backend.h"
 #include "server/rpc_recorder.h"
 #include "server/service_options.h"
 #include "server/stream_coalescer.h"
 #include "server/stream_watchdog.h"
+#include "types/request_params.h"
 
 namespace loom {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/request_output.h"
-#include "scheduler/request_params.h"
+#include "types/request_params.h"
 
 namespace loom {
 

@@ -13,9 +13,9 @@
 #include "absl/time/time.h"
 #include "base/mutex.h"
 #include "loom/v1/generation.pb.h"
-#include "scheduler/request_params.h"
 #include "server/model_frontend.h"
 #include "server/request_validator.h"
+#include "types/request_params.h"
 
 namespace loom {
 

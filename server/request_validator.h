@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "loom/v1/generation.pb.h"
-#include "scheduler/sampling_params.h"
+#include "types/sampling_params.h"
 
 namespace loom {
 

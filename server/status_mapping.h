@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
 #include "loom/v1/generation.pb.h"
-#include "scheduler/request_params.h"
+#include "types/request_params.h"
 
 namespace loom {
 

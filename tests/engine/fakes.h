@@ -14,9 +14,9 @@
 
 #include "absl/time/time.h"
 #include "engine/clock.h"
-#include "engine/detokenizer.h"
 #include "engine/request_output.h"
 #include "model/executor.h"
+#include "types/detokenizer.h"
 
 namespace loom::testing {
 

@@ -5,14 +5,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "formats/gguf_file.h"
+#include "formats/gguf_quant.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "model/gguf_file.h"
-#include "model/gguf_quant.h"
 #include "model/gguf_weights.h"
 #include "model/weights.h"
-#include "tests/model/fixture_util.h"
+#include "tests/fixtures/fixture_util.h"
 
 namespace loom {
 namespace {

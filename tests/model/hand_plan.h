@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "scheduler/sampling_params.h"
-#include "scheduler/step.h"
+#include "types/sampling_params.h"
+#include "types/step.h"
 
 namespace loom::testing {
 

@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 #include "model/model.h"
-#include "tests/model/fixture_util.h"
+#include "tests/fixtures/fixture_util.h"
 
 namespace loom {
 namespace {

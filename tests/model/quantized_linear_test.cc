@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf_quant.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/thread_pool.h"
 #include "model/cpu_executor.h"
 #include "model/dummy_weights.h"
-#include "model/gguf_quant.h"
 #include "model/llama_forward_weights.h"
 #include "model/model.h"
-#include "tests/model/fixture_util.h"
+#include "tests/fixtures/fixture_util.h"
 
 namespace loom {
 namespace {

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "tests/model/fixture_util.h"
+#include "tests/fixtures/fixture_util.h"
 
 namespace loom {
 namespace {

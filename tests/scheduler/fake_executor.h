@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "scheduler/sampling_params.h"
-#include "scheduler/step.h"
+#include "types/sampling_params.h"
+#include "types/step.h"
 
 namespace loom::testing {
 

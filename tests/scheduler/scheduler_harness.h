@@ -12,9 +12,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "cache/kv_cache_manager.h"
-#include "scheduler/request_params.h"
 #include "scheduler/scheduler.h"
 #include "tests/scheduler/fake_executor.h"
+#include "types/request_params.h"
 
 namespace loom::testing {
 

@@ -1,0 +1,29 @@
+// The scheduler's configuration: batch and token budgets, policies and the
+// EOS ids. Plain data, so that the engine's and the server's configuration can
+// carry it without seeing the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace loom {
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+enum class AdmissionPolicy { kOptimistic, kReserve };
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;             // sequences per step (batch slots)
+  int32_t max_num_batched_tokens = 8192;  // token budget per step
+  int32_t max_model_len = 0;              // required; capped to the pool's capacity
+  int32_t max_queued_requests = 1024;     // waiting sequences beyond this: RESOURCE_EXHAUSTED
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  AdmissionPolicy admission = AdmissionPolicy::kOptimistic;
+  int32_t long_prefill_token_threshold = 0;  // most tokens of one prefill chunk; 0 = no cap
+  std::vector<int32_t> eos_token_ids;
+  // Priority policy: waiting this long is worth one priority level. Positive.
+  absl::Duration priority_aging = absl::Seconds(1);
+};
+
+}  // namespace loom

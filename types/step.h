@@ -1,0 +1,65 @@
+// The plain data exchanged between the scheduler and an executor, once per
+// engine step (vLLM's SchedulerOutput / ModelRunnerOutput). Header-only: the
+// model module sees nothing of the scheduler but these structs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "types/sampling_params.h"
+
+namespace loom {
+
+// One sequence's slice of a step. The sequence's tokens are
+//
+//   |<-------------------- all_token_ids ----------------------->|
+//   |<--- num_computed_tokens --->|<- num_scheduled_tokens ->|   |
+//   [  already in the KV cache    |  computed in this step   | rest (later chunks)
+//
+// The executor computes K/V for positions [num_computed_tokens,
+// num_computed_tokens + num_scheduled_tokens), writes them into the blocks of
+// block_table, and attends over every position up to each query (causal).
+struct ScheduledSeq {
+  int64_t seq_id = 0;
+  // Prompt followed by the generated tokens, as far as they are known. Valid
+  // for the duration of Execute(); owned by the scheduler.
+  std::span<const int32_t> all_token_ids;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_computed_tokens = 0;
+  int32_t num_scheduled_tokens = 0;
+  // True when this slice reaches the last known token: the executor samples
+  // one new token for it from the logits of that last position.
+  bool sample = false;
+  // Block ids covering at least num_computed_tokens + num_scheduled_tokens
+  // positions; position p lives in block_table[p / block_size], slot
+  // p % block_size. Valid for the duration of Execute().
+  std::span<const int32_t> block_table;
+  const SamplingParams* sampling = nullptr;  // set when sample is true
+};
+
+// A plan holds one per running sequence: one cache line each.
+static_assert(sizeof(ScheduledSeq) <= 64);
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;    // prefill chunks and decodes, in any order
+  int32_t num_scheduled_tokens = 0;  // sum over seqs
+};
+
+struct TopLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+struct SampledToken {
+  int64_t seq_id = 0;
+  int32_t token_id = 0;
+  float logprob = 0.0f;         // of token_id, after penalties, before temperature
+  std::vector<TopLogprob> top;  // when sampling->num_logprobs > 0, best first
+};
+
+struct StepResult {
+  std::vector<SampledToken> sampled;  // one per ScheduledSeq with sample = true
+};
+
+}  // namespace loom
