@@ -103,7 +103,7 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
   const StopBounds bounds =
       StopBounds::From(StopRules::From(request->stopping), num_prompt_tokens, max_model_len_);
   for (int32_t i = 0; i < params.n; ++i) {
-    auto seq = std::make_unique<Sequence>();
+    SeqPtr seq = NewSequence(arena_);
     const auto index = static_cast<uint32_t>(i);
     seq->seq_id = static_cast<int64_t>(handle) * kMaxSamplesPerRequest + i;
     seq->num_prompt_tokens = num_prompt_tokens;
@@ -118,9 +118,10 @@ absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
     seq->request = request.get();
     seq->key = SeqKey{.rank = rank, .handle = handle, .index = index};
     seq->state = i == 0 ? SeqState::kWaiting : SeqState::kPending;
-    seq->token_ids.reserve(
-        static_cast<size_t>(std::min(max_seq_len, num_prompt_tokens + kMaxGeneratedReserve)));
-    seq->token_ids.assign(params.prompt_token_ids.begin(), params.prompt_token_ids.end());
+    seq->token_ids.Assign(
+        params.prompt_token_ids,
+        static_cast<size_t>(std::min(max_seq_len, num_prompt_tokens + kMaxGeneratedReserve)),
+        arena_);
     seq->sampling = params.sampling;
     seq->sampling.seed = DeriveSampleSeed(params.sampling.seed, index);
     request->seqs.push_back(std::move(seq));
@@ -201,7 +202,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
     }
     if (batching) {
       const int64_t num_needed =
-          std::max(0, BlocksFor(seq.num_computed_tokens + num_new) - seq.num_blocks_held);
+          std::max(0, BlocksFor(seq.num_computed_tokens + num_new) - seq.num_blocks_held());
       if (num_batch_blocks + num_needed <= num_free_blocks) {
         num_batch_blocks += num_needed;
         batch_.push_back(SlotRequest{.req = seq.cache_request(),
@@ -269,7 +270,7 @@ void Scheduler::AllocateBatch(StepPlan& plan) {
   cache_->AllocateSlotsBatch(batch_, batch_tables_);
   for (size_t i = 0; i < batch_.size(); ++i) {
     const auto [seq, plan_index] = batch_seqs_[i];
-    seq->set_blocks(batch_tables_[i]);
+    seq->block_table = batch_tables_[i];
     UpdateReservation(*seq);
     plan.seqs[plan_index].block_table = batch_tables_[i];
   }
@@ -345,7 +346,7 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
                                    .num_computed_tokens = seq.num_computed_tokens,
                                    .num_scheduled_tokens = num_new_tokens,
                                    .sample = sample,
-                                   .block_table = seq.blocks(),
+                                   .block_table = seq.block_table,
                                    .sampling = sample ? &seq.sampling : nullptr});
   plan.num_scheduled_tokens += num_new_tokens;
   scheduled_.push_back(InFlightSeq{.seq = &seq,
@@ -437,7 +438,7 @@ UpdateOutput Scheduler::Update(const StepPlan& plan, const StepResult& result) {
 void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output) {
   // A sampling sequence has computed all its tokens: the new one makes it a
   // decode.
-  seq.token_ids.push_back(sampled.token_id);
+  seq.token_ids.PushBack(sampled.token_id, arena_);
   ++num_running_decodes_;
   NewToken& token = output.new_tokens.emplace_back();
   token.handle = seq.handle();
@@ -473,7 +474,7 @@ void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
   const int32_t num_shared_tokens = request.num_prompt_tokens - 1;
   const int32_t num_shared_blocks = num_shared_tokens / block_size_;
   const Sequence& parent = *request.seqs[0];
-  for (const std::unique_ptr<Sequence>& child : request.seqs) {
+  for (const SeqPtr& child : request.seqs) {
     if (child->state != SeqState::kPending) {
       continue;
     }
@@ -498,13 +499,13 @@ FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reas
 }
 
 void Scheduler::RefreshBlocks(Sequence& seq) const {
-  seq.set_blocks(cache_->BlockTable(seq.seq_id));
+  seq.block_table = cache_->BlockTable(seq.seq_id);
 }
 
 bool Scheduler::StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const {
   const int32_t computed = seq.num_computed_tokens;
   const int32_t offset = block_mask_ >= 0 ? (computed & block_mask_) : computed % block_size_;
-  return computed < seq.num_blocks_held * block_size_ && offset + num_new_tokens < block_size_;
+  return computed < seq.num_blocks_held() * block_size_ && offset + num_new_tokens < block_size_;
 }
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {

@@ -227,6 +227,9 @@ class Scheduler {
   const int32_t num_usable_blocks_;
   const int32_t max_model_len_;
 
+  // Sequence records and token lists; declared before the requests so that
+  // it outlives them.
+  SeqArena arena_;
   absl::flat_hash_map<RequestHandle, std::unique_ptr<Request>> requests_;
   // Ended requests, destroyed once no container points into them.
   std::vector<std::unique_ptr<Request>> retired_;

@@ -122,7 +122,7 @@ void Scheduler::EndSeq(Sequence& seq) {
     // Nobody will compute the prompt for the remaining samples: they queue on
     // their own and compute it themselves.
     ReleasePendingSlots(request);
-    for (const std::unique_ptr<Sequence>& sibling : request.seqs) {
+    for (const SeqPtr& sibling : request.seqs) {
       if (sibling->state != SeqState::kPending) {
         continue;
       }
@@ -179,7 +179,7 @@ void Scheduler::UpdateReservation(Sequence& seq) {
   if (config_.admission != AdmissionPolicy::kReserve) {
     return;
   }
-  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held);
+  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;
 }
@@ -187,7 +187,7 @@ void Scheduler::UpdateReservation(Sequence& seq) {
 void Scheduler::ClearReservation(Sequence& seq) {
   num_reserved_blocks_ -= seq.num_blocks_reserved;
   seq.num_blocks_reserved = 0;
-  seq.set_blocks({});
+  seq.block_table = {};
 }
 
 void Scheduler::CheckInvariants() const {
@@ -205,7 +205,7 @@ void Scheduler::CheckInvariants() const {
   int32_t num_decodes = 0;
   size_t num_waiting = 0;
   for (const auto& [handle, request] : requests_) {
-    for (const std::unique_ptr<Sequence>& seq : request->seqs) {
+    for (const SeqPtr& seq : request->seqs) {
       if (seq->state == SeqState::kRunning) {
         ++num_running;
         num_decodes += IsDecode(*seq);
