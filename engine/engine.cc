@@ -338,7 +338,7 @@ bool Engine::Step(bool& stalled) {
   }
   stalled = plan.seqs.empty();
   if (stalled) {
-    (void)scheduler_->Update(plan, StepResult{});
+    (void)scheduler_->Update(StepResult{});
     return true;
   }
   absl::StatusOr<StepResult> result = executor_->Execute(plan);
@@ -355,7 +355,7 @@ bool Engine::Step(bool& stalled) {
     PublishStats();
     return false;
   }
-  const UpdateOutput update = scheduler_->Update(plan, *result);
+  const UpdateOutput update = scheduler_->Update(*result);
   const absl::Time end = clock_->Now();
   const OutputProcessor::StepOutcome outcome = processor_.ProcessStep(update, end, *scheduler_);
   ++counters_.num_steps;
@@ -380,7 +380,7 @@ void Engine::CloseFailedStep(const StepPlan& plan) {
   for (const ScheduledSeq& seq : plan.seqs) {
     if (seq.sample) placeholder.sampled.emplace_back().seq_id = seq.seq_id;
   }
-  (void)scheduler_->Update(plan, placeholder);
+  (void)scheduler_->Update(placeholder);
 }
 
 void Engine::FailAll(const absl::Status& status) {

@@ -317,7 +317,7 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
   EXPECT_GT(num_forks_, 50);
   EXPECT_GT(num_batches_, 50);
   EXPECT_EQ(min_free_, 0);
-  if (cache_.prefix_caching_enabled()) {
+  if (std::get<1>(GetParam())) {  // prefix caching on
     EXPECT_GT(num_hits_, 50);
     EXPECT_GT(num_revivals_, 50);
     EXPECT_GT(num_evictions_, 50);
