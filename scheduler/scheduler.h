@@ -144,8 +144,9 @@ class Scheduler {
   // stopping rules and frees the blocks of finished samples.
   [[nodiscard]] UpdateOutput Update(const StepResult& result);
 
-  // Ends one sample (the engine matched a stop string) or the whole request
-  // (client cancel), in any state, freeing its blocks at once. Unknown or
+  // Ends one sample (the engine matched a stop string: the one stopping rule
+  // that needs text, so it comes from outside) or the whole request (client
+  // cancel), in any state, freeing its blocks at once. Unknown or
   // finished ones are a no-op. Between Schedule and Update they take effect at
   // the end of Update, which then reports nothing more for those samples.
   void FinishSeq(RequestHandle handle, uint32_t index, FinishReason reason);
@@ -153,6 +154,11 @@ class Scheduler {
 
   // Requests dropped for their deadline since the last call.
   [[nodiscard]] std::vector<RequestHandle> TakeExpired();
+  // Deadlines are tracked here only. The earliest of the unfinished
+  // requests', and one request's; InfiniteFuture when there is none (or the
+  // request is unknown).
+  [[nodiscard]] absl::Time EarliestDeadline() const;
+  [[nodiscard]] absl::Time DeadlineOf(RequestHandle handle) const;
 
   // Sequences (a request counts once per sample that is running or waiting).
   [[nodiscard]] int32_t num_running() const { return num_running_; }

@@ -161,6 +161,15 @@ void Scheduler::AbortRequest(RequestHandle handle) {
 
 std::vector<RequestHandle> Scheduler::TakeExpired() { return std::exchange(expired_, {}); }
 
+absl::Time Scheduler::EarliestDeadline() const {
+  return deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
+}
+
+absl::Time Scheduler::DeadlineOf(RequestHandle handle) const {
+  const auto it = requests_.find(handle);
+  return it == requests_.end() ? absl::InfiniteFuture() : it->second->deadline;
+}
+
 void Scheduler::ApplyDeferredEnds(UpdateOutput& output) {
   if (deferred_.empty()) {
     return;
