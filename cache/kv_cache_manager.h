@@ -159,10 +159,6 @@ class KvCacheManager {
   // Blocks held by sequences / usable blocks (num_blocks - 1).
   [[nodiscard]] double Usage() const;
 
-  // Forgets every cached prefix (for example after weights change). Block
-  // tables and references are untouched.
-  void ResetPrefixCache() { pool_.ResetPrefixCache(); }
-
   // Aborts unless the pool is consistent and every block's reference count
   // equals its occurrences in block tables. For tests.
   void CheckInvariants() const;

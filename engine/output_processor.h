@@ -89,7 +89,6 @@ class OutputProcessor {
   bool Fail(RequestHandle handle, const absl::Status& status, absl::Time now);
 
   [[nodiscard]] std::vector<RequestHandle> handles() const;
-  [[nodiscard]] bool empty() const { return requests_.empty(); }
 
  private:
   struct Sample {

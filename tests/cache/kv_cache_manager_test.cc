@@ -373,17 +373,6 @@ TEST(KvCacheManagerTest, UsageAndStatsCountHeldBlocksOnce) {
   EXPECT_EQ(cache.block_size(), kBlockSize);
 }
 
-TEST(KvCacheManagerTest, ResetPrefixCacheStopsHits) {
-  KvCacheManager cache = Manager(16);
-  const std::vector<int32_t> tokens = Tokens(12);
-  Admit(cache, Req(1, tokens));
-  cache.ResetPrefixCache();
-  cache.CheckInvariants();
-  EXPECT_EQ(Admit(cache, Req(2, tokens)), 0);
-  // Blocks filled after the reset are cached again.
-  EXPECT_EQ(Admit(cache, Req(3, tokens)), 8);
-}
-
 TEST(KvCacheManagerDeathTest, RejectsStaleHitsAndImpossibleRanges) {
   KvCacheManager cache = Manager(4);  // 3 usable blocks
   const std::vector<int32_t> a = Tokens(9);

@@ -272,10 +272,8 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
         if (id >= 0) {
           Finish(id);
         }
-      } else if (dice < 198) {
-        Fork();
       } else {
-        cache_.ResetPrefixCache();
+        Fork();
       }
       if (::testing::Test::HasFatalFailure()) {
         return;
