@@ -75,7 +75,7 @@ class Workload {
       token.logprob = -1.0F;
     }
     const Clock::time_point update_start = Clock::now();
-    const UpdateOutput output = scheduler_.Update(plan, result_);
+    const UpdateOutput output = scheduler_.Update(result_);
     const Clock::duration update_time = Clock::now() - update_start;
     for (const FinishedSeq& finished : output.finished) {
       if (finished.request_finished) {

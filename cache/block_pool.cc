@@ -147,15 +147,6 @@ std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
   return block.hash;
 }
 
-void BlockPool::ResetPrefixCache() {
-  index_.Clear();
-  for (Block& block : blocks_) {
-    block.cached = false;
-    block.hash = BlockHash{};
-  }
-  num_cached_free_ = 0;
-}
-
 void BlockPool::CheckInvariants() const {
   free_queue_.CheckInvariants();
   const Block& null_block = blocks_[kNullBlockId];

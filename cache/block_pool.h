@@ -73,9 +73,6 @@ class BlockPool {
   // The hash under which the block is in the prefix index, if it is.
   [[nodiscard]] std::optional<BlockHash> cached_hash(BlockId id) const;
 
-  // Forgets every cached prefix, held or free; references are untouched.
-  void ResetPrefixCache();
-
   // For tests: the free blocks, next to be taken first.
   [[nodiscard]] std::vector<BlockId> FreeBlocksInEvictionOrder() const {
     return free_queue_.ToVector();

@@ -50,9 +50,10 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
   return computed;
 }
 
-std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
-    const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
-    const ComputedBlocks* new_computed) {
+std::optional<SlotAllocation> KvCacheManager::AllocateSlots(const CacheRequest& req,
+                                                            int32_t num_computed_tokens,
+                                                            int32_t num_new_tokens,
+                                                            const ComputedBlocks* new_computed) {
   LOOM_CHECK(num_computed_tokens >= 0 && num_new_tokens >= 0);
   // One lookup for a known sequence; a new one is inserted only once the
   // allocation is known to succeed, so a failed call leaves no entry behind.
@@ -110,7 +111,7 @@ std::optional<std::span<const BlockId>> KvCacheManager::AllocateSlots(
   }
   seq.num_offered += hits.size();
   Grow(req, num_tokens, num_new_blocks, seq);
-  return std::span<const BlockId>(seq.block_table).last(static_cast<size_t>(num_new_blocks));
+  return SlotAllocation{.block_table = seq.block_table, .num_new_blocks = num_new_blocks};
 }
 
 int64_t KvCacheManager::BlocksFor(int64_t num_tokens) const {
@@ -244,7 +245,8 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens
   }
 }
 
-void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens) {
+std::span<const BlockId> KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id,
+                                              int32_t num_tokens) {
   LOOM_CHECK(parent_seq_id != child_seq_id && num_tokens >= 0);
   const auto parent_it = seqs_.find(parent_seq_id);
   LOOM_CHECK(parent_it != seqs_.end());
@@ -263,7 +265,9 @@ void KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t n
   for (BlockId id : child.block_table) {
     pool_.Touch(id);
   }
-  seqs_[child_seq_id] = std::move(child);
+  Sequence& inserted = seqs_[child_seq_id];
+  inserted = std::move(child);
+  return inserted.block_table;
 }
 
 void KvCacheManager::Free(int64_t seq_id) {

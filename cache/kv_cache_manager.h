@@ -16,13 +16,16 @@
 // token, _ empty). First call after a two-block hit, 7-token prefill chunk:
 //
 //   block        h0      h1      n0      n1
-//   slots       |h h h h|h h h h|n n n n|n n n _|   returns {n0, n1}
+//   slots       |h h h h|h h h h|n n n n|n n n _|   new blocks {n0, n1}
 //
 // Later call: 6 tokens computed in b0 and b1, 3 new tokens; b1's two empty
 // slots are used before a new block is taken:
 //
 //   block        b0      b1      n0
-//   slots       |c c c c|c c n n|n _ _ _|           returns {n0}
+//   slots       |c c c c|c c n n|n _ _ _|           new blocks {n0}
+//
+// Either way the call returns the whole table (h0 h1 n0 n1, b0 b1 n0), which
+// is what a step plan carries.
 //
 // Every block whose slots all lie below min(computed + hits + new,
 // token_ids.size()) is full once the step runs, so it is hashed and entered
@@ -66,6 +69,20 @@ struct SlotRequest {
   int32_t num_new_tokens = 0;
 };
 
+// What AllocateSlots did to a sequence's blocks.
+struct SlotAllocation {
+  // The sequence's whole block table. Valid until the next call that changes
+  // this sequence's blocks (AllocateSlots, AllocateSlotsBatch, Fork into it,
+  // Free); calls for other sequences leave it valid.
+  std::span<const BlockId> block_table;
+  // Blocks this call appended (prefix hits excluded): the table's tail.
+  int32_t num_new_blocks = 0;
+
+  [[nodiscard]] std::span<const BlockId> new_blocks() const {
+    return block_table.last(static_cast<size_t>(num_new_blocks));
+  }
+};
+
 // A cached prefix of full blocks found by GetComputedBlocks.
 struct ComputedBlocks {
   std::vector<BlockId> blocks;
@@ -99,20 +116,20 @@ class KvCacheManager {
   // that req's sequence already holds (0 on the first call). On the first call
   // pass GetComputedBlocks' result as new_computed, from the same scheduling
   // step: its blocks are appended to the table with a reference each, and
-  // their tokens count as computed. Returns the newly allocated blocks (hit
-  // blocks excluded), already appended to the block table, as a view of the
-  // table's tail that is valid until the next non-const call; or std::nullopt
-  // when the pool has too few free blocks: then nothing changes and the caller
-  // preempts a sequence and retries.
-  [[nodiscard]] std::optional<std::span<const BlockId>> AllocateSlots(
+  // their tokens count as computed. Returns the updated block table and how
+  // many blocks were appended to it; or std::nullopt when the pool has too
+  // few free blocks: then nothing changes and the caller preempts a sequence
+  // and retries.
+  [[nodiscard]] std::optional<SlotAllocation> AllocateSlots(
       const CacheRequest& req, int32_t num_computed_tokens, int32_t num_new_tokens,
       const ComputedBlocks* new_computed = nullptr);
 
   // A new sequence (a further sample, n > 1) that shares the parent's first
   // num_tokens / block_size full blocks through reference counts, whether or
   // not prefix caching is on. The child computes the rest itself. The child
-  // must hold no blocks.
-  void Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
+  // must hold no blocks. Returns the child's block table, valid as
+  // SlotAllocation::block_table is.
+  std::span<const BlockId> Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
 
   // AllocateSlots(b.req, b.num_computed_tokens, b.num_new_tokens) for every b
   // of batch, in order and with the same effects, when the caller knows that
@@ -131,28 +148,22 @@ class KvCacheManager {
   // evicted before its (more shareable) head. Unknown ids are a no-op.
   void Free(int64_t seq_id);
 
-  // Empty for unknown ids. Valid until the next call that changes this
-  // sequence's blocks (AllocateSlots, Fork into it, Free); calls for other
-  // sequences leave it valid.
+  // Empty for unknown ids; valid as SlotAllocation::block_table is. The
+  // scheduler keeps the tables that its calls return; this is for tests and
+  // inspection.
   [[nodiscard]] std::span<const BlockId> BlockTable(int64_t seq_id) const;
 
   // Free blocks, including free blocks that still hold a cached prefix.
   [[nodiscard]] int32_t NumFreeBlocks() const { return pool_.NumFreeBlocks(); }
-  [[nodiscard]] bool CanAllocate(int32_t num_blocks) const { return num_blocks <= NumFreeBlocks(); }
   [[nodiscard]] KvCacheStats Stats() const;
   // Blocks held by sequences / usable blocks (num_blocks - 1).
   [[nodiscard]] double Usage() const;
-
-  // Forgets every cached prefix (for example after weights change). Block
-  // tables and references are untouched.
-  void ResetPrefixCache() { pool_.ResetPrefixCache(); }
 
   // Aborts unless the pool is consistent and every block's reference count
   // equals its occurrences in block tables. For tests.
   void CheckInvariants() const;
 
   [[nodiscard]] int32_t block_size() const { return block_size_; }
-  [[nodiscard]] bool prefix_caching_enabled() const { return enable_prefix_caching_; }
   // For tests and inspection.
   [[nodiscard]] const BlockPool& pool() const { return pool_; }
 

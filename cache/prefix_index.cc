@@ -43,9 +43,4 @@ void PrefixIndex::Erase(const BlockHash& hash, BlockId id) {
   --size_;
 }
 
-void PrefixIndex::Clear() {
-  std::fill(slots_.begin(), slots_.end(), Slot{});
-  size_ = 0;
-}
-
 }  // namespace loom

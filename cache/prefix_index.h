@@ -65,7 +65,6 @@ class PrefixIndex {
   // Starts loading the cache line where a probe for hash begins.
   void Prefetch(const BlockHash& hash) const { __builtin_prefetch(&slots_[Tag(hash) & mask_]); }
 
-  void Clear();
   [[nodiscard]] int32_t size() const { return size_; }
   [[nodiscard]] bool empty() const { return size_ == 0; }
 

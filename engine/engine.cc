@@ -139,7 +139,7 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
                                                      " queued, max_queued_requests is ", limit));
   }
   if (params.arrival_time == absl::InfinitePast()) params.arrival_time = clock_->Now();
-  const RequestHandle id = next_id_++;
+  const RequestId id{next_id_++};
   inbox_.push_back({.kind = Command::Kind::kSubmit,
                     .id = id,
                     .params = std::move(params),
@@ -147,7 +147,7 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
   ++inbox_submits_;
   ++num_in_flight_;
   work_cv_.NotifyOne();
-  return id;
+  return id.value;
 }
 
 void Engine::Abort(RequestHandle handle) {
@@ -155,7 +155,7 @@ void Engine::Abort(RequestHandle handle) {
   if (!started_ || stop_requested_ || failed_) return;
   Command command;
   command.kind = Command::Kind::kAbort;
-  command.id = handle;
+  command.id = RequestId{handle};
   inbox_.push_back(std::move(command));
   work_cv_.NotifyOne();
 }
@@ -269,8 +269,7 @@ bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t&
     MarkProgress(/*parked=*/true);
     // Nothing can be planned until a command arrives or (when stalled) a
     // deadline passes.
-    const absl::Time deadline =
-        scheduler_->HasUnfinished() ? processor_->EarliestDeadline() : absl::InfiniteFuture();
+    const absl::Time deadline = scheduler_->EarliestDeadline();
     if (deadline == absl::InfiniteFuture()) {
       while (!WorkReady()) work_cv_.Wait(mu_);
     } else {
@@ -298,12 +297,13 @@ void Engine::HandleCommand(Command& command) {
   if (command.kind == Command::Kind::kAbort) {
     const std::optional<RequestHandle> handle = processor_->FindHandle(command.id);
     if (!handle) return;
+    const absl::Time deadline = scheduler_->DeadlineOf(*handle);
     scheduler_->AbortRequest(*handle);
     const absl::Time now = clock_->Now();
     // gRPC cancels a call whose deadline passed, and that cancellation can
     // reach the engine before the engine's own expiry does: an abort at (or
     // just before, see kDeadlineSlack) the deadline is the deadline's.
-    const bool expired = now + kDeadlineSlack >= processor_->DeadlineOf(*handle);
+    const bool expired = now + kDeadlineSlack >= deadline;
     processor_->Fail(*handle,
                      expired ? absl::DeadlineExceededError("request deadline passed")
                              : absl::CancelledError("request cancelled"),
@@ -341,7 +341,7 @@ bool Engine::Step(bool& stalled) {
   }
   stalled = plan.seqs.empty();
   if (stalled) {
-    (void)scheduler_->Update(plan, StepResult{});
+    (void)scheduler_->Update(StepResult{});
     return true;
   }
   absl::StatusOr<StepResult> result = executor_->Execute(plan);
@@ -358,9 +358,12 @@ bool Engine::Step(bool& stalled) {
     PublishStats();
     return false;
   }
-  const UpdateOutput update = scheduler_->Update(plan, *result);
+  const UpdateOutput update = scheduler_->Update(*result);
   const absl::Time end = clock_->Now();
-  const OutputProcessor::StepOutcome outcome = processor_->ProcessStep(update, end, *scheduler_);
+  const OutputProcessor::StepOutcome outcome = processor_->ProcessStep(update, end);
+  for (const SampleRef& sample : outcome.stop_string_ends) {
+    scheduler_->FinishSeq(sample.handle, sample.index, FinishReason::kStop);
+  }
   ++counters_.num_steps;
   heartbeat_steps_.store(counters_.num_steps, std::memory_order_release);
   MarkProgress(/*parked=*/false);
@@ -383,7 +386,7 @@ void Engine::CloseFailedStep(const StepPlan& plan) {
   for (const ScheduledSeq& seq : plan.seqs) {
     if (seq.sample) placeholder.sampled.emplace_back().seq_id = seq.seq_id;
   }
-  (void)scheduler_->Update(plan, placeholder);
+  (void)scheduler_->Update(placeholder);
 }
 
 void Engine::FailAll(const absl::Status& status) {

@@ -22,6 +22,7 @@
 #include "engine/clock.h"
 #include "engine/engine_observer.h"
 #include "engine/engine_stats.h"
+#include "engine/request_id.h"
 #include "engine/request_output.h"
 #include "model/executor.h"
 #include "types/detokenizer.h"
@@ -118,7 +119,7 @@ class Engine {
   struct Command {
     enum class Kind { kSubmit, kAbort };
     Kind kind = Kind::kSubmit;
-    RequestHandle id = 0;
+    RequestId id;
     RequestParams params;
     std::shared_ptr<OutputSink> sink;
   };
@@ -169,7 +170,7 @@ class Engine {
   int64_t num_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Rejections not yet reported to the observer.
   uint64_t num_rejected_ ABSL_GUARDED_BY(mu_) = 0;
-  RequestHandle next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // the next RequestId
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;

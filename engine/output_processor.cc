@@ -14,7 +14,7 @@ OutputProcessor::OutputProcessor(std::shared_ptr<const Detokenizer> detokenizer,
   ABSL_RAW_CHECK(detokenizer_ != nullptr, "OutputProcessor needs a detokenizer");
 }
 
-void OutputProcessor::Add(RequestHandle id, RequestHandle handle, const RequestParams& params,
+void OutputProcessor::Add(RequestId id, RequestHandle handle, const RequestParams& params,
                           std::shared_ptr<OutputSink> sink) {
   Request request;
   request.id = id;
@@ -22,7 +22,6 @@ void OutputProcessor::Add(RequestHandle id, RequestHandle handle, const RequestP
   request.stopping = params.stopping;
   request.want_logprobs = params.sampling.num_logprobs >= 0;
   request.arrival_time = params.arrival_time;
-  request.deadline = params.deadline;
   request.usage.prompt_tokens = static_cast<uint32_t>(params.prompt_token_ids.size());
   const int32_t n = std::max(params.n, 1);
   request.samples.reserve(n);
@@ -37,19 +36,14 @@ void OutputProcessor::Add(RequestHandle id, RequestHandle handle, const RequestP
   handle_of_id_[id] = handle;
 }
 
-std::optional<RequestHandle> OutputProcessor::FindHandle(RequestHandle id) const {
+std::optional<RequestHandle> OutputProcessor::FindHandle(RequestId id) const {
   auto it = handle_of_id_.find(id);
   if (it == handle_of_id_.end()) return std::nullopt;
   return it->second;
 }
 
-absl::Time OutputProcessor::DeadlineOf(RequestHandle handle) const {
-  auto it = requests_.find(handle);
-  return it == requests_.end() ? absl::InfiniteFuture() : it->second.deadline;
-}
-
 OutputProcessor::StepOutcome OutputProcessor::ProcessStep(const UpdateOutput& update,
-                                                          absl::Time now, Scheduler& scheduler) {
+                                                          absl::Time now) {
   StepOutcome outcome;
   for (const StartedRequest& started : update.started) {
     auto it = requests_.find(started.handle);
@@ -81,8 +75,8 @@ OutputProcessor::StepOutcome OutputProcessor::ProcessStep(const UpdateOutput& up
     Request& request = it->second;
     if (token.index >= request.samples.size() || request.samples[token.index].finished) continue;
     auto finish = finishes.find({token.handle, token.index});
-    AppendToken(request, token, finish == finishes.end() ? nullptr : finish->second, now, scheduler,
-                output_for(token.handle));
+    AppendToken(request, token, finish == finishes.end() ? nullptr : finish->second, now,
+                output_for(token.handle), outcome.stop_string_ends);
   }
   // A token-based finish always comes with its token; this only keeps the
   // books straight should a finish arrive alone.
@@ -115,8 +109,8 @@ OutputProcessor::StepOutcome OutputProcessor::ProcessStep(const UpdateOutput& up
 }
 
 void OutputProcessor::AppendToken(Request& request, const NewToken& token,
-                                  const FinishedSeq* finish, absl::Time now, Scheduler& scheduler,
-                                  RequestOutput& output) {
+                                  const FinishedSeq* finish, absl::Time now, RequestOutput& output,
+                                  std::vector<SampleRef>& stop_string_ends) {
   Sample& sample = request.samples[token.index];
   SampleDelta& delta = DeltaFor(output, token.index);
   ++sample.num_tokens;
@@ -140,7 +134,7 @@ void OutputProcessor::AppendToken(Request& request, const NewToken& token,
       sample.matcher.Append(text, sample.num_tokens >= request.stopping.min_tokens);
   delta.text += match.text;
   if (match.stop_string) {
-    if (finish == nullptr) scheduler.FinishSeq(token.handle, token.index, FinishReason::kStop);
+    if (finish == nullptr) stop_string_ends.push_back({token.handle, token.index});
     EndSample(request, sample, delta, FinishReason::kStop, std::move(*match.stop_string));
   } else if (finish != nullptr) {
     delta.text += sample.matcher.Flush() + sample.decoder->Flush();
@@ -207,12 +201,6 @@ std::vector<RequestHandle> OutputProcessor::handles() const {
   handles.reserve(requests_.size());
   for (const auto& [handle, request] : requests_) handles.push_back(handle);
   return handles;
-}
-
-absl::Time OutputProcessor::EarliestDeadline() const {
-  absl::Time earliest = absl::InfiniteFuture();
-  for (const auto& [handle, request] : requests_) earliest = std::min(earliest, request.deadline);
-  return earliest;
 }
 
 }  // namespace loom

@@ -11,6 +11,11 @@
 //   EOS              kStop, stop_reason empty; EOS is special, so no text.
 //   max_tokens /     kLength, stop_reason empty; text held back for a possible
 //   max_model_len    stop string is released.
+//
+// The scheduler owns when a sample ends: it applies the token rules itself
+// and takes the one rule that needs text, a matched stop string, through
+// Scheduler::FinishSeq. This class only reports those matches
+// (StepOutcome::stop_string_ends) and never calls the scheduler.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +28,19 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/engine_observer.h"
+#include "engine/request_id.h"
 #include "engine/request_output.h"
 #include "engine/stop_string_matcher.h"
 #include "scheduler/scheduler.h"
 #include "types/detokenizer.h"
 
 namespace loom {
+
+// One sample of a request, by scheduler handle.
+struct SampleRef {
+  RequestHandle handle = 0;
+  uint32_t index = 0;
+};
 
 class OutputProcessor {
  public:
@@ -38,24 +50,26 @@ class OutputProcessor {
   void set_observer(EngineObserver* observer) { observer_ = observer; }
 
   // Starts tracking a request that the scheduler accepted as `handle`; `id` is
-  // the engine's handle for it.
-  void Add(RequestHandle id, RequestHandle handle, const RequestParams& params,
+  // the engine's id for it.
+  void Add(RequestId id, RequestHandle handle, const RequestParams& params,
            std::shared_ptr<OutputSink> sink);
 
   // The scheduler handle of a tracked request.
-  [[nodiscard]] std::optional<RequestHandle> FindHandle(RequestHandle id) const;
-  // The deadline of a tracked request (InfiniteFuture when it has none).
-  [[nodiscard]] absl::Time DeadlineOf(RequestHandle handle) const;
+  [[nodiscard]] std::optional<RequestHandle> FindHandle(RequestId id) const;
 
   struct StepOutcome {
     int32_t num_finished = 0;               // requests whose final output was pushed
     int64_t num_started_prompt_tokens = 0;  // prompts scheduled for the first time
+    // Samples that a stop string ended in this step and that the scheduler
+    // still runs, in token order: the caller ends each with
+    // Scheduler::FinishSeq(handle, index, FinishReason::kStop).
+    std::vector<SampleRef> stop_string_ends;
   };
 
   // Applies one step: new tokens become text, a matched stop string ends its
-  // sample through scheduler.FinishSeq, and each request that progressed gets
-  // one output (the final one once all its samples have finished).
-  StepOutcome ProcessStep(const UpdateOutput& update, absl::Time now, Scheduler& scheduler);
+  // sample's output, and each request that progressed gets one output (the
+  // final one once all its samples have finished).
+  StepOutcome ProcessStep(const UpdateOutput& update, absl::Time now);
 
   // Ends a request early with a non-OK status (CANCELLED, DEADLINE_EXCEEDED,
   // INTERNAL, ...): its unfinished samples are reported ABORTED in a final
@@ -63,9 +77,6 @@ class OutputProcessor {
   bool Fail(RequestHandle handle, const absl::Status& status, absl::Time now);
 
   [[nodiscard]] std::vector<RequestHandle> handles() const;
-  [[nodiscard]] bool empty() const { return requests_.empty(); }
-  // The earliest deadline of the tracked requests (InfiniteFuture when none).
-  [[nodiscard]] absl::Time EarliestDeadline() const;
 
  private:
   struct Sample {
@@ -81,21 +92,22 @@ class OutputProcessor {
   };
 
   struct Request {
-    RequestHandle id = 0;
+    RequestId id;
     std::shared_ptr<OutputSink> sink;
     StoppingParams stopping;
     bool want_logprobs = false;
     absl::Time arrival_time;
-    absl::Time deadline;
     std::optional<absl::Time> first_token_time;
     std::vector<Sample> samples;
     int32_t num_unfinished = 0;
     Usage usage;
   };
 
-  // Appends one token to its sample's delta in `output`.
+  // Appends one token to its sample's delta in `output`; a stop string that
+  // the scheduler has not already ended the sample for goes to
+  // stop_string_ends.
   void AppendToken(Request& request, const NewToken& token, const FinishedSeq* finish,
-                   absl::Time now, Scheduler& scheduler, RequestOutput& output);
+                   absl::Time now, RequestOutput& output, std::vector<SampleRef>& stop_string_ends);
   static SampleDelta& DeltaFor(RequestOutput& output, uint32_t index);
   static void EndSample(Request& request, Sample& sample, SampleDelta& delta, FinishReason reason,
                         std::string stop_reason);
@@ -106,7 +118,7 @@ class OutputProcessor {
   std::shared_ptr<const Detokenizer> detokenizer_;
   EngineObserver* observer_;
   absl::flat_hash_map<RequestHandle, Request> requests_;  // by scheduler handle
-  absl::flat_hash_map<RequestHandle, RequestHandle> handle_of_id_;
+  absl::flat_hash_map<RequestId, RequestHandle> handle_of_id_;
   std::vector<double> inter_token_seconds_;  // reused across steps
 };
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,11 +70,10 @@ struct alignas(64) Sequence {
   int32_t num_prompt_tokens = 0;
   // The prompt followed by this sample's generated tokens.
   TokenList token_ids;
-  // The cache's block table for this sequence (KvCacheManager::BlockTable),
-  // refreshed after every cache call that changes it, so that a plan needs no
-  // table lookups; null while it holds no blocks.
-  const BlockId* block_table = nullptr;
-  int32_t num_blocks_held = 0;
+  // The sequence's block table, as the cache call that last changed it
+  // returned it, so that a plan needs no table lookups; empty while it holds
+  // no blocks.
+  std::span<const BlockId> block_table;
   SeqState state = SeqState::kPending;
   uint8_t index = 0;  // sample index, < kMaxSamplesPerRequest
   // The request's StopBounds, flattened to fit this line.
@@ -91,26 +91,12 @@ struct alignas(64) Sequence {
   SeqKey key;
   SamplingParams sampling;  // with this sample's seed
 
-  // Records live in the shared arena, on huge pages like the token lists.
-  static void* operator new(size_t bytes, std::align_val_t /*alignment*/) {
-    return SeqArena::Shared().Allocate(bytes);
-  }
-  static void operator delete(void* p, size_t bytes, std::align_val_t /*alignment*/) {
-    SeqArena::Shared().Deallocate(p, bytes);
-  }
-
   [[nodiscard]] RequestHandle handle() const {
     return static_cast<RequestHandle>(seq_id / kMaxSamplesPerRequest);
   }
   [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
-  [[nodiscard]] std::span<const BlockId> blocks() const {
-    return {block_table, static_cast<size_t>(num_blocks_held)};
-  }
-  void set_blocks(std::span<const BlockId> table) {
-    block_table = table.data();
-    num_blocks_held = static_cast<int32_t>(table.size());
-  }
+  [[nodiscard]] int32_t num_blocks_held() const { return static_cast<int32_t>(block_table.size()); }
   [[nodiscard]] StopBounds stop_bounds() const {
     return StopBounds{.min_stop_len = min_stop_len, .max_len = max_len, .ignore_eos = ignore_eos};
   }
@@ -124,6 +110,21 @@ struct alignas(64) Sequence {
 static_assert(offsetof(Sequence, max_len) + sizeof(int32_t) <= 64,
               "a step's fields must stay in the first cache line");
 
+// Sequence records live in their scheduler's arena, on huge pages like the
+// token lists; the deleter gives both back.
+struct SeqDeleter {
+  SeqArena* arena = nullptr;
+  void operator()(Sequence* seq) const {
+    seq->token_ids.Release(*arena);
+    seq->~Sequence();
+    arena->Deallocate(seq, sizeof(Sequence));
+  }
+};
+using SeqPtr = std::unique_ptr<Sequence, SeqDeleter>;
+[[nodiscard]] inline SeqPtr NewSequence(SeqArena& arena) {
+  return SeqPtr(new (arena.Allocate(sizeof(Sequence))) Sequence(), SeqDeleter{&arena});
+}
+
 struct Request {
   RequestHandle handle = 0;
   int32_t num_prompt_tokens = 0;
@@ -132,7 +133,7 @@ struct Request {
   absl::Time deadline = absl::InfiniteFuture();
   // Longest the sequences may grow: min(prompt + max_tokens, max_model_len).
   int32_t max_seq_len = 0;
-  std::vector<std::unique_ptr<Sequence>> seqs;  // seqs[i] is sample i
+  std::vector<SeqPtr> seqs;  // seqs[i] is sample i
   int32_t num_unfinished = 0;
   // Samples 1..n-1 not yet forked from sample 0, and whether their batch slots
   // (and reserved blocks) are held on their behalf while sample 0 runs.

@@ -55,6 +55,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,13 +123,15 @@ class Scheduler {
   // every Schedule must be followed by Update before the next Schedule.
   [[nodiscard]] StepPlan Schedule(absl::Time now);
 
-  // Applies the executor's result for the plan of the last Schedule: advances
+  // Applies the executor's result for the plan of the last Schedule, which
+  // the scheduler keeps (as much of it as it needs): advances
   // num_computed_tokens, appends sampled tokens, applies the token-based
   // stopping rules and frees the blocks of finished samples.
-  [[nodiscard]] UpdateOutput Update(const StepPlan& plan, const StepResult& result);
+  [[nodiscard]] UpdateOutput Update(const StepResult& result);
 
-  // Ends one sample (the engine matched a stop string) or the whole request
-  // (client cancel), in any state, freeing its blocks at once. Unknown or
+  // Ends one sample (the engine matched a stop string: the one stopping rule
+  // that needs text, so it comes from outside) or the whole request (client
+  // cancel), in any state, freeing its blocks at once. Unknown or
   // finished ones are a no-op. Between Schedule and Update they take effect at
   // the end of Update, which then reports nothing more for those samples.
   void FinishSeq(RequestHandle handle, uint32_t index, FinishReason reason);
@@ -136,6 +139,11 @@ class Scheduler {
 
   // Requests dropped for their deadline since the last call.
   [[nodiscard]] std::vector<RequestHandle> TakeExpired();
+  // Deadlines are tracked here only. The earliest of the unfinished
+  // requests', and one request's; InfiniteFuture when there is none (or the
+  // request is unknown).
+  [[nodiscard]] absl::Time EarliestDeadline() const;
+  [[nodiscard]] absl::Time DeadlineOf(RequestHandle handle) const;
 
   // Sequences (a request counts once per sample that is running or waiting).
   [[nodiscard]] int32_t num_running() const { return num_running_; }
@@ -172,20 +180,54 @@ class Scheduler {
     return seq.num_uncomputed_tokens() == 1 ? 1 : 0;
   }
 
+  // AddRequest's steps.
+  [[nodiscard]] absl::Status ValidateRequest(const RequestParams& params) const;
+  [[nodiscard]] int32_t MaxSeqLen(const RequestParams& params) const;
+  [[nodiscard]] std::unique_ptr<Request> NewRequest(RequestHandle handle, RequestParams params);
+
   // Schedule's two phases. ScheduleRunning returns false when it preempted.
   bool ScheduleRunning(int32_t& budget, StepPlan& plan);
   void AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan);
+
+  // What ScheduleRunning's pass over running_ carries from one sequence to
+  // the next. Cache calls are collected into one batch while the blocks they
+  // need together fit in the free blocks, so none can fail; the first call
+  // that might fail flushes the batch and is made on its own, with
+  // preemption. The calls reach the cache in the same order either way.
+  struct RunningPass {
+    int32_t decodes_left = 0;  // decodes still to come; a prefill chunk leaves room for them
+    int64_t num_free_blocks = 0;
+    int64_t num_batch_blocks = 0;
+    bool batching = true;
+    bool preempted = false;
+  };
+  // The tokens a running sequence gets out of budget.
+  [[nodiscard]] int32_t RunningChunk(const Sequence& seq, int32_t budget,
+                                     int32_t& decodes_left) const;
+  // Adds the sequence's cache call to the batch when it certainly fits; else
+  // flushes the batch, ends batching and returns false.
+  bool AddToBatch(Sequence& seq, int32_t num_new_tokens, RunningPass& pass, StepPlan& plan);
+  // Allocates on its own, preempting from the back of running_ until the
+  // call fits; false when the sequence preempted itself.
+  bool AllocateOrPreempt(Sequence& seq, int32_t num_new_tokens, RunningPass& pass);
+  // AdmitWaiting's steps.
+  void PrefetchWaitingAhead() const;
+  [[nodiscard]] bool HasRoomToAdmit(const Sequence& seq) const;
+  void StartRunning(Sequence& seq, int32_t num_cached_tokens, std::span<const BlockId> block_table,
+                    absl::Time now);
   void AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan);
   // Makes the batched cache calls and gives their sequences and plan entries
   // the block tables.
   void AllocateBatch(StepPlan& plan);
   void ForkSiblings(Request& request, std::vector<Sequence*>& forked);
+  // Update's steps: a scheduled sequence's progress (forking its siblings
+  // when it completes the prompt), and tokens sampled out of plan order.
+  void AdvanceComputed(Sequence& seq, int32_t num_new_tokens, std::vector<Sequence*>& forked);
+  void ApplyOutOfOrder(std::span<const SampledToken> sampled, UpdateOutput& output);
   // Appends a sampled token and applies the token-based stopping rules.
   void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
   // CheckStop for the sequence's last token.
   FinishReason CheckSeqStop(const Sequence& seq, std::string* stop_reason) const;
-  // Points seq's block table at the cache's, after a call that changed it.
-  void RefreshBlocks(Sequence& seq) const;
   void ExpireDeadlines(absl::Time now);
 
   // Moves a running sequence back to the waiting queue, freeing its blocks.
@@ -212,6 +254,9 @@ class Scheduler {
   const int32_t num_usable_blocks_;
   const int32_t max_model_len_;
 
+  // Sequence records and token lists; declared before the requests so that
+  // it outlives them.
+  SeqArena arena_;
   absl::flat_hash_map<RequestHandle, std::unique_ptr<Request>> requests_;
   // Ended requests, destroyed once no container points into them.
   std::vector<std::unique_ptr<Request>> retired_;

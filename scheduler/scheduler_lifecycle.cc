@@ -1,4 +1,5 @@
-// The scheduler's request lifecycle outside the step loop: deadlines, ends
+// The scheduler's request lifecycle outside the step loop: admission into
+// the waiting queue (validation and the records), deadlines, ends
 // requested by the engine or the client (applied at once, or deferred to the
 // end of Update while a plan is in flight), preemption, retirement, and the
 // batch-slot and block reservations these move. Also CheckInvariants.
@@ -9,10 +10,123 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "scheduler/scheduler.h"
 
 namespace loom {
+namespace {
+
+// Generated tokens a sequence has room for from the start: appending the
+// tokens of a sample shorter than this never reallocates its token list.
+constexpr int32_t kMaxGeneratedReserve = 512;
+
+}  // namespace
+
+absl::StatusOr<RequestHandle> Scheduler::AddRequest(RequestParams params) {
+  LOOM_RETURN_IF_ERROR(ValidateRequest(params));
+  const RequestHandle handle = next_handle_++;
+  std::unique_ptr<Request> request = NewRequest(handle, std::move(params));
+  waiting_.insert(request->seqs[0].get());
+  if (request->deadline != absl::InfiniteFuture()) {
+    deadlines_.emplace(request->deadline, handle);
+  }
+  requests_.emplace(handle, std::move(request));
+  return handle;
+}
+
+int32_t Scheduler::MaxSeqLen(const RequestParams& params) const {
+  return static_cast<int32_t>(std::min<int64_t>(
+      static_cast<int64_t>(params.prompt_token_ids.size()) + params.stopping.max_tokens,
+      max_model_len_));
+}
+
+absl::Status Scheduler::ValidateRequest(const RequestParams& params) const {
+  if (num_waiting() >= config_.max_queued_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat("waiting queue holds ", num_waiting(),
+                                                     " requests; the limit is ",
+                                                     config_.max_queued_requests));
+  }
+  const auto num_prompt_tokens = static_cast<int32_t>(params.prompt_token_ids.size());
+  if (num_prompt_tokens == 0) {
+    return absl::InvalidArgumentError("prompt is empty");
+  }
+  if (num_prompt_tokens >= max_model_len_) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt has ", num_prompt_tokens,
+                                                   " tokens; max_model_len is ", max_model_len_,
+                                                   " and must leave room for one generated token"));
+  }
+  const int32_t max_n = std::min(kMaxSamplesPerRequest, config_.max_num_seqs);
+  if (params.n < 1 || params.n > max_n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n is ", params.n, "; the allowed range is 1..", max_n));
+  }
+  const StoppingParams& stopping = params.stopping;
+  if (stopping.max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens is ", stopping.max_tokens, "; it must be at least 1"));
+  }
+  if (stopping.min_tokens < 0 || stopping.min_tokens > stopping.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("min_tokens is ", stopping.min_tokens,
+                                                   "; the allowed range is 0..max_tokens (",
+                                                   stopping.max_tokens, ")"));
+  }
+  const int32_t max_seq_len = MaxSeqLen(params);
+  if (config_.admission == AdmissionPolicy::kReserve &&
+      static_cast<int64_t>(params.n) * BlocksFor(max_seq_len) > num_usable_blocks_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt + max_tokens of ", params.n, " samples need ", params.n * BlocksFor(max_seq_len),
+        " KV blocks; the pool has ", num_usable_blocks_));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestParams params) {
+  const auto num_prompt_tokens = static_cast<int32_t>(params.prompt_token_ids.size());
+  auto request = std::make_unique<Request>();
+  request->handle = handle;
+  request->num_prompt_tokens = num_prompt_tokens;
+  request->max_seq_len = MaxSeqLen(params);
+  request->stopping = std::move(params.stopping);
+  request->cache_salt = std::move(params.cache_salt);
+  request->deadline = params.deadline;
+  request->num_unfinished = params.n;
+  request->num_pending = params.n - 1;
+
+  absl::Time rank = absl::UnixEpoch();
+  if (config_.policy == SchedulingPolicy::kPriority) {
+    const absl::Time arrival =
+        params.arrival_time == absl::InfinitePast() ? last_now_ : params.arrival_time;
+    rank = arrival + config_.priority_aging * params.priority;
+  }
+  const StopBounds bounds =
+      StopBounds::From(StopRules::From(request->stopping), num_prompt_tokens, max_model_len_);
+  const auto capacity =
+      static_cast<size_t>(std::min(request->max_seq_len, num_prompt_tokens + kMaxGeneratedReserve));
+  for (int32_t i = 0; i < params.n; ++i) {
+    SeqPtr seq = NewSequence(arena_);
+    const auto index = static_cast<uint32_t>(i);
+    seq->seq_id = static_cast<int64_t>(handle) * kMaxSamplesPerRequest + i;
+    seq->num_prompt_tokens = num_prompt_tokens;
+    seq->index = static_cast<uint8_t>(index);
+    seq->ignore_eos = bounds.ignore_eos;
+    seq->min_stop_len = bounds.min_stop_len;
+    seq->max_len = bounds.max_len;
+    seq->stop_token_ids = request->stopping.stop_token_ids;
+    seq->has_stop_token_ids = !seq->stop_token_ids.empty();
+    seq->cache_salt = request->cache_salt;
+    seq->request = request.get();
+    seq->key = SeqKey{.rank = rank, .handle = handle, .index = index};
+    seq->state = i == 0 ? SeqState::kWaiting : SeqState::kPending;
+    seq->token_ids.Assign(params.prompt_token_ids, capacity, arena_);
+    seq->sampling = params.sampling;
+    seq->sampling.seed = DeriveSampleSeed(params.sampling.seed, index);
+    request->seqs.push_back(std::move(seq));
+  }
+  return request;
+}
 
 void Scheduler::ExpireDeadlines(absl::Time now) {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
@@ -46,6 +160,15 @@ void Scheduler::AbortRequest(RequestHandle handle) {
 }
 
 std::vector<RequestHandle> Scheduler::TakeExpired() { return std::exchange(expired_, {}); }
+
+absl::Time Scheduler::EarliestDeadline() const {
+  return deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
+}
+
+absl::Time Scheduler::DeadlineOf(RequestHandle handle) const {
+  const auto it = requests_.find(handle);
+  return it == requests_.end() ? absl::InfiniteFuture() : it->second->deadline;
+}
 
 void Scheduler::ApplyDeferredEnds(UpdateOutput& output) {
   if (deferred_.empty()) {
@@ -122,7 +245,7 @@ void Scheduler::EndSeq(Sequence& seq) {
     // Nobody will compute the prompt for the remaining samples: they queue on
     // their own and compute it themselves.
     ReleasePendingSlots(request);
-    for (const std::unique_ptr<Sequence>& sibling : request.seqs) {
+    for (const SeqPtr& sibling : request.seqs) {
       if (sibling->state != SeqState::kPending) {
         continue;
       }
@@ -179,7 +302,7 @@ void Scheduler::UpdateReservation(Sequence& seq) {
   if (config_.admission != AdmissionPolicy::kReserve) {
     return;
   }
-  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held);
+  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;
 }
@@ -187,7 +310,7 @@ void Scheduler::UpdateReservation(Sequence& seq) {
 void Scheduler::ClearReservation(Sequence& seq) {
   num_reserved_blocks_ -= seq.num_blocks_reserved;
   seq.num_blocks_reserved = 0;
-  seq.set_blocks({});
+  seq.block_table = {};
 }
 
 void Scheduler::CheckInvariants() const {
@@ -205,7 +328,7 @@ void Scheduler::CheckInvariants() const {
   int32_t num_decodes = 0;
   size_t num_waiting = 0;
   for (const auto& [handle, request] : requests_) {
-    for (const std::unique_ptr<Sequence>& seq : request->seqs) {
+    for (const SeqPtr& seq : request->seqs) {
       if (seq->state == SeqState::kRunning) {
         ++num_running;
         num_decodes += IsDecode(*seq);

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <new>
+
+#include "base/check.h"
 
 namespace loom {
 
@@ -15,12 +18,6 @@ SeqArena::~SeqArena() {
     ASAN_UNPOISON_MEMORY_REGION(chunk, kChunkBytes);
     std::free(chunk);
   }
-}
-
-SeqArena& SeqArena::Shared() {
-  // Never destroyed: token lists may be freed during static destruction.
-  static SeqArena* const arena = new SeqArena();
-  return *arena;
 }
 
 size_t SeqArena::chunk_bytes() const {
@@ -81,6 +78,41 @@ void SeqArena::Deallocate(void* p, size_t bytes) {
   // free-list link stays readable.
   ASAN_POISON_MEMORY_REGION(reinterpret_cast<char*>(block) + sizeof(FreeBlock),
                             (kMinClassBytes << size_class) - sizeof(FreeBlock));
+}
+
+TokenList::~TokenList() { LOOM_CHECK(data_ == nullptr) << "a TokenList must be released"; }
+
+void TokenList::Assign(std::span<const int32_t> tokens, size_t capacity, SeqArena& arena) {
+  size_ = 0;
+  if (std::max(capacity, tokens.size()) > capacity_) {
+    Reallocate(std::max(capacity, tokens.size()), arena);
+  }
+  if (!tokens.empty()) {
+    std::memcpy(data_, tokens.data(), tokens.size() * sizeof(int32_t));
+  }
+  size_ = static_cast<uint32_t>(tokens.size());
+}
+
+void TokenList::Grow(SeqArena& arena) {
+  Reallocate(std::max<size_t>(1, 2 * size_t{capacity_}), arena);
+}
+
+void TokenList::Reallocate(size_t capacity, SeqArena& arena) {
+  LOOM_CHECK(capacity <= UINT32_MAX);
+  auto* data = static_cast<int32_t*>(arena.Allocate(capacity * sizeof(int32_t)));
+  if (size_ > 0) {
+    std::memcpy(data, data_, size_t{size_} * sizeof(int32_t));
+  }
+  arena.Deallocate(data_, size_t{capacity_} * sizeof(int32_t));
+  data_ = data;
+  capacity_ = static_cast<uint32_t>(capacity);
+}
+
+void TokenList::Release(SeqArena& arena) {
+  arena.Deallocate(data_, size_t{capacity_} * sizeof(int32_t));
+  data_ = nullptr;
+  size_ = 0;
+  capacity_ = 0;
 }
 
 }  // namespace loom

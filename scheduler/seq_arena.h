@@ -4,15 +4,17 @@
 // misses the TLB. The arena carves them out of 2 MiB chunks advised to use
 // transparent huge pages, in power-of-two size classes with a free list
 // each, so a step touches a few dozen pages and a finished request's memory
-// goes to the next one without malloc. Thread-safe: memory is taken and
-// given back once per request, not per token, so a lock costs nothing that
-// matters.
+// goes to the next one without malloc. The scheduler owns one and passes it
+// to every call that takes or gives back memory. Thread-safe: memory is taken
+// and given back once per request, not per token, so a lock costs nothing
+// that matters.
 #ifndef LOOM_SCHEDULER_SEQ_ARENA_H_
 #define LOOM_SCHEDULER_SEQ_ARENA_H_
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,9 +39,6 @@ class SeqArena {
   // Bytes taken from the system in chunks, for tests.
   [[nodiscard]] size_t chunk_bytes() const;
 
-  // The arena every ArenaAllocator uses; it lives as long as the process.
-  static SeqArena& Shared();
-
   static constexpr size_t kChunkBytes = size_t{2} << 20;
   static constexpr size_t kMinClassBytes = 256;
   // Longer lists (16K tokens and up) come from operator new, so that a burst
@@ -62,27 +61,49 @@ class SeqArena {
   char* end_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-// A std::allocator replacement over the shared arena. Stateless, so that a
-// TokenList is as small as a std::vector.
-template <typename T>
-class ArenaAllocator {
+// A sequence's tokens in memory from a SeqArena. It holds no arena pointer, so
+// it is 16 bytes where a std::vector with a stateful allocator would be 32,
+// and stays in the sequence record's first cache line: calls that take or give
+// back memory name the arena, and Release must be called before the list is
+// destroyed.
+class TokenList {
  public:
-  using value_type = T;
+  TokenList() = default;
+  ~TokenList();
 
-  ArenaAllocator() = default;
-  template <typename U>
-  explicit ArenaAllocator(const ArenaAllocator<U>& /*other*/) {}
+  TokenList(const TokenList&) = delete;
+  TokenList& operator=(const TokenList&) = delete;
 
-  T* allocate(size_t n) { return static_cast<T*>(SeqArena::Shared().Allocate(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) { SeqArena::Shared().Deallocate(p, n * sizeof(T)); }
-
-  template <typename U>
-  friend bool operator==(const ArenaAllocator& /*a*/, const ArenaAllocator<U>& /*b*/) {
-    return true;
+  // Replaces the contents with tokens, with room for at least capacity tokens.
+  void Assign(std::span<const int32_t> tokens, size_t capacity, SeqArena& arena);
+  void PushBack(int32_t token, SeqArena& arena) {
+    if (size_ == capacity_) {
+      Grow(arena);
+    }
+    data_[size_++] = token;
   }
-};
+  // Gives the memory back; the list is then empty.
+  void Release(SeqArena& arena);
 
-using TokenList = std::vector<int32_t, ArenaAllocator<int32_t>>;
+  [[nodiscard]] const int32_t* data() const { return data_; }
+  [[nodiscard]] size_t size() const { return size_; }
+  [[nodiscard]] size_t capacity() const { return capacity_; }
+  [[nodiscard]] bool empty() const { return size_ == 0; }
+  [[nodiscard]] int32_t operator[](size_t i) const { return data_[i]; }
+  [[nodiscard]] int32_t back() const { return data_[size_ - 1]; }
+  // NOLINTNEXTLINE(google-explicit-constructor): a list reads as its tokens.
+  operator std::span<const int32_t>() const { return {data_, size_}; }
+
+ private:
+  // Doubles the capacity, as std::vector does.
+  void Grow(SeqArena& arena);
+  void Reallocate(size_t capacity, SeqArena& arena);
+
+  int32_t* data_ = nullptr;
+  uint32_t size_ = 0;
+  uint32_t capacity_ = 0;
+};
+static_assert(sizeof(TokenList) == 16);
 
 }  // namespace loom
 

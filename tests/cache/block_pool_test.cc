@@ -172,20 +172,6 @@ TEST(BlockPoolTest, CachingDisabledIndexesNothing) {
   pool.CheckInvariants();
 }
 
-TEST(BlockPoolTest, ResetPrefixCacheForgetsHeldAndFreePrefixes) {
-  BlockPool pool(4, true);
-  Take(pool, 2);
-  pool.CacheFullBlock(1, Hash(1));
-  pool.CacheFullBlock(2, Hash(2));
-  pool.Release(1);
-  pool.ResetPrefixCache();
-  EXPECT_EQ(pool.Lookup(Hash(1)), std::nullopt);
-  EXPECT_EQ(pool.Lookup(Hash(2)), std::nullopt);
-  EXPECT_EQ(pool.NumCachedFreeBlocks(), 0);
-  EXPECT_EQ(pool.ref_cnt(2), 1);
-  pool.CheckInvariants();
-}
-
 TEST(BlockPoolDeathTest, RejectsMisuse) {
   BlockPool pool(3, true);
   std::vector<BlockId> ids;

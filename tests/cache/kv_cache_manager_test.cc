@@ -13,7 +13,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::IsEmpty;
-using ::testing::Optional;
 
 constexpr int32_t kBlockSize = 4;
 
@@ -25,6 +24,11 @@ std::vector<int32_t> Tokens(int32_t n, int32_t first = 100) {
 
 CacheRequest Req(int64_t seq_id, const std::vector<int32_t>& tokens, std::string_view salt = "") {
   return CacheRequest{.seq_id = seq_id, .token_ids = tokens, .cache_salt = salt};
+}
+
+// An AllocateSlots result that had room and appended blocks matching m.
+MATCHER_P(Appended, m, "") {
+  return arg.has_value() && ::testing::ExplainMatchResult(m, arg->new_blocks(), result_listener);
 }
 
 KvCacheManager Manager(int32_t num_blocks, bool caching = true) {
@@ -47,8 +51,12 @@ TEST(KvCacheManagerTest, AllocatesWholeBlocksForAPrompt) {
   const std::vector<int32_t> tokens = Tokens(10);
   const ComputedBlocks hits = cache.GetComputedBlocks(Req(1, tokens));
   EXPECT_THAT(hits.blocks, IsEmpty());
-  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 0, 10, &hits), Optional(ElementsAre(1, 2, 3)));
-  EXPECT_THAT(cache.BlockTable(1), ElementsAre(1, 2, 3));
+  const std::optional<SlotAllocation> allocation =
+      cache.AllocateSlots(Req(1, tokens), 0, 10, &hits);
+  EXPECT_THAT(allocation, Appended(ElementsAre(1, 2, 3)));
+  ASSERT_TRUE(allocation.has_value());
+  EXPECT_THAT(allocation->block_table, ElementsAre(1, 2, 3));
+  EXPECT_EQ(allocation->block_table.data(), cache.BlockTable(1).data()) << "a view of the table";
   EXPECT_EQ(cache.Stats().num_used, 3);
   EXPECT_EQ(cache.NumFreeBlocks(), 4);
   cache.CheckInvariants();
@@ -125,10 +133,10 @@ TEST(KvCacheManagerTest, DecodeTakesANewBlockOnlyAtABoundary) {
   Admit(cache, Req(1, tokens));
   for (int32_t computed = 10; computed < 12; ++computed) {
     tokens.push_back(computed);
-    EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), computed, 1), Optional(IsEmpty()));
+    EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), computed, 1), Appended(IsEmpty()));
   }
   tokens.push_back(12);
-  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 12, 1), Optional(ElementsAre(4)));
+  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 12, 1), Appended(ElementsAre(4)));
   EXPECT_EQ(cache.BlockTable(1).size(), 4U);
   cache.CheckInvariants();
 }
@@ -137,9 +145,9 @@ TEST(KvCacheManagerTest, ChunkedPrefillExtendsTheTable) {
   KvCacheManager cache = Manager(8);
   const std::vector<int32_t> tokens = Tokens(10);
   const ComputedBlocks hits = cache.GetComputedBlocks(Req(1, tokens));
-  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 0, 3, &hits), Optional(ElementsAre(1)));
-  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 3, 3), Optional(ElementsAre(2)));
-  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 6, 4), Optional(ElementsAre(3)));
+  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 0, 3, &hits), Appended(ElementsAre(1)));
+  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 3, 3), Appended(ElementsAre(2)));
+  EXPECT_THAT(cache.AllocateSlots(Req(1, tokens), 6, 4), Appended(ElementsAre(3)));
   EXPECT_THAT(cache.BlockTable(1), ElementsAre(1, 2, 3));
   cache.CheckInvariants();
 }
@@ -153,7 +161,10 @@ TEST(KvCacheManagerTest, IdenticalPromptHitsItsFullBlocks) {
   EXPECT_EQ(hits.num_computed_tokens, 8);
   EXPECT_EQ(cache.Stats().prefix_query_tokens, 20);
   EXPECT_EQ(cache.Stats().prefix_hit_tokens, 8);
-  EXPECT_THAT(cache.AllocateSlots(Req(2, tokens), 0, 2, &hits), Optional(ElementsAre(4)));
+  const std::optional<SlotAllocation> allocation = cache.AllocateSlots(Req(2, tokens), 0, 2, &hits);
+  EXPECT_THAT(allocation, Appended(ElementsAre(4))) << "hit blocks are not new";
+  ASSERT_TRUE(allocation.has_value());
+  EXPECT_THAT(allocation->block_table, ElementsAre(1, 2, 4));
   EXPECT_THAT(cache.BlockTable(2), ElementsAre(1, 2, 4));
   EXPECT_EQ(cache.pool().ref_cnt(1), 2);
   EXPECT_EQ(cache.pool().ref_cnt(3), 1);
@@ -290,17 +301,19 @@ void ExpectForkSharesFullBlocks(bool caching) {
   KvCacheManager cache = Manager(10, caching);
   const std::vector<int32_t> prompt = Tokens(10);
   Admit(cache, Req(1, prompt));
-  cache.Fork(1, 2, 10);
+  const std::span<const BlockId> child = cache.Fork(1, 2, 10);
   const std::span<const BlockId> parent = cache.BlockTable(1);
+  EXPECT_THAT(child, ElementsAre(parent[0], parent[1]));
   EXPECT_THAT(cache.BlockTable(2), ElementsAre(parent[0], parent[1]));
   EXPECT_EQ(cache.pool().ref_cnt(parent[0]), 2);
   EXPECT_EQ(cache.pool().ref_cnt(parent[2]), 1);
   cache.CheckInvariants();
   // The child recomputes the partial block itself.
-  const std::optional<std::span<const BlockId>> added = cache.AllocateSlots(Req(2, prompt), 8, 2);
+  const std::optional<SlotAllocation> added = cache.AllocateSlots(Req(2, prompt), 8, 2);
   ASSERT_TRUE(added.has_value());
-  ASSERT_EQ(added->size(), 1U);
-  EXPECT_NE((*added)[0], cache.BlockTable(1)[2]);
+  ASSERT_EQ(added->num_new_blocks, 1);
+  EXPECT_EQ(added->block_table.size(), 3U);
+  EXPECT_NE(added->new_blocks()[0], cache.BlockTable(1)[2]);
   EXPECT_EQ(cache.Stats().num_used, 4);
   cache.Free(1);
   EXPECT_EQ(cache.Stats().num_used, 3);
@@ -331,7 +344,6 @@ TEST(KvCacheManagerTest, PrefixCachingOffSharesNothing) {
   EXPECT_EQ(cache.Stats().num_cached_free, 0);
   EXPECT_EQ(cache.Stats().prefix_query_tokens, 0);
   EXPECT_EQ(cache.Stats().prefix_hit_tokens, 0);
-  EXPECT_FALSE(cache.prefix_caching_enabled());
 }
 
 TEST(KvCacheManagerTest, FreeReturnsEveryBlockAndIgnoresUnknownIds) {
@@ -358,20 +370,7 @@ TEST(KvCacheManagerTest, UsageAndStatsCountHeldBlocksOnce) {
   EXPECT_EQ(stats.num_blocks, 8);
   EXPECT_EQ(stats.num_used, 4);
   EXPECT_EQ(stats.num_free, 4);
-  EXPECT_TRUE(cache.CanAllocate(4));
-  EXPECT_FALSE(cache.CanAllocate(5));
   EXPECT_EQ(cache.block_size(), kBlockSize);
-}
-
-TEST(KvCacheManagerTest, ResetPrefixCacheStopsHits) {
-  KvCacheManager cache = Manager(16);
-  const std::vector<int32_t> tokens = Tokens(12);
-  Admit(cache, Req(1, tokens));
-  cache.ResetPrefixCache();
-  cache.CheckInvariants();
-  EXPECT_EQ(Admit(cache, Req(2, tokens)), 0);
-  // Blocks filled after the reset are cached again.
-  EXPECT_EQ(Admit(cache, Req(3, tokens)), 8);
 }
 
 TEST(KvCacheManagerDeathTest, RejectsStaleHitsAndImpossibleRanges) {

@@ -272,10 +272,8 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
         if (id >= 0) {
           Finish(id);
         }
-      } else if (dice < 198) {
-        Fork();
       } else {
-        cache_.ResetPrefixCache();
+        Fork();
       }
       if (::testing::Test::HasFatalFailure()) {
         return;
@@ -317,7 +315,7 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
   EXPECT_GT(num_forks_, 50);
   EXPECT_GT(num_batches_, 50);
   EXPECT_EQ(min_free_, 0);
-  if (cache_.prefix_caching_enabled()) {
+  if (std::get<1>(GetParam())) {  // prefix caching on
     EXPECT_GT(num_hits_, 50);
     EXPECT_GT(num_revivals_, 50);
     EXPECT_GT(num_evictions_, 50);

@@ -211,6 +211,26 @@ TEST(DeadlineTest, ExpiredRequestsAreDroppedBeforeMoreCompute) {
   EXPECT_EQ(h.cache().Stats().num_used, 0);
 }
 
+TEST(DeadlineTest, EarliestDeadlineAndDeadlineOfFollowTheUnfinishedRequests) {
+  SchedulerHarness h(DefaultOptions());
+  EXPECT_EQ(h.scheduler().EarliestDeadline(), absl::InfiniteFuture());
+  RequestParams later = MakeRequest(4, 50);
+  later.deadline = h.now() + absl::Milliseconds(40);
+  const RequestHandle r1 = h.Add(later);
+  RequestParams sooner = MakeRequest(4, 50, 2);
+  sooner.deadline = h.now() + absl::Milliseconds(20);
+  const RequestHandle r2 = h.Add(sooner);
+  const RequestHandle r3 = h.Add(MakeRequest(4, 50, 3));
+  EXPECT_EQ(h.scheduler().EarliestDeadline(), sooner.deadline);
+  EXPECT_EQ(h.scheduler().DeadlineOf(r1), later.deadline);
+  EXPECT_EQ(h.scheduler().DeadlineOf(r3), absl::InfiniteFuture());
+  h.scheduler().AbortRequest(r2);
+  EXPECT_EQ(h.scheduler().EarliestDeadline(), later.deadline);
+  EXPECT_EQ(h.scheduler().DeadlineOf(r2), absl::InfiniteFuture()) << "no longer known";
+  h.scheduler().AbortRequest(r1);
+  EXPECT_EQ(h.scheduler().EarliestDeadline(), absl::InfiniteFuture());
+}
+
 TEST(DeadlineTest, WaitingRequestExpiresWithoutBeingScheduled) {
   SchedulerHarness::Options options = DefaultOptions();
   options.scheduler.max_num_seqs = 1;

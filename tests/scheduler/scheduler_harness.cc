@@ -60,7 +60,7 @@ std::string SchedulerHarness::Step() {
   if (options_.reverse_sampled) {
     std::ranges::reverse(result.sampled);
   }
-  UpdateOutput output = scheduler_->Update(plan, result);
+  UpdateOutput output = scheduler_->Update(result);
   for (NewToken& token : output.new_tokens) {
     SampleOutput& out = outputs_.at(token.handle).at(token.index);
     EXPECT_EQ(out.reason, FinishReason::kNone) << "token after the end of " << token.handle;

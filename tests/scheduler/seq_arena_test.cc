@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -65,18 +66,37 @@ TEST(SeqArenaTest, TakesChunksOnlyWhenTheNewestIsFull) {
 }
 
 TEST(SeqArenaTest, TokenListsGrowAcrossClassesAndKeepTheirTokens) {
+  SeqArena arena;
   TokenList tokens;
   for (int32_t i = 0; i < 100000; ++i) {
-    tokens.push_back(i * 7);
+    tokens.PushBack(i * 7, arena);
   }
+  ASSERT_EQ(tokens.size(), 100000U);
   for (int32_t i = 0; i < 100000; ++i) {
     ASSERT_EQ(tokens[static_cast<size_t>(i)], i * 7);
   }
-  TokenList copy = tokens;
-  tokens.clear();
-  tokens.shrink_to_fit();
-  EXPECT_EQ(copy.size(), 100000U);
-  EXPECT_EQ(copy.back(), 99999 * 7);
+  EXPECT_EQ(tokens.back(), 99999 * 7);
+  tokens.Release(arena);
+  EXPECT_TRUE(tokens.empty());
+}
+
+TEST(SeqArenaTest, AssignKeepsTheRequestedRoomAndGrowsPastIt) {
+  SeqArena arena;
+  TokenList tokens;
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  tokens.Assign(prompt, 10, arena);
+  EXPECT_EQ(tokens.capacity(), 10U);
+  const int32_t* data = tokens.data();
+  for (int32_t i = 0; i < 7; ++i) {
+    tokens.PushBack(4 + i, arena);
+  }
+  EXPECT_EQ(tokens.data(), data) << "no reallocation within the room asked for";
+  tokens.PushBack(11, arena);
+  EXPECT_EQ(tokens.capacity(), 20U);
+  const std::span<const int32_t> view = tokens;
+  EXPECT_EQ(std::vector<int32_t>(view.begin(), view.end()),
+            std::vector<int32_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  tokens.Release(arena);
 }
 
 TEST(SeqArenaTest, ThreadsShareTheArena) {
