@@ -143,46 +143,6 @@ __device__ __forceinline__ void OnlineSoftmax(const PartitionLane& pl, int n,
   }
 }
 
-// V pass: acc_g = alpha_g * acc_g + sum_r p_gr v_r.
-template <typename T, int kHeadDim>
-__device__ __forceinline__ void AccumulateChunk(const PagedAttentionParams<T>& p,
-                                                const PartitionLane& pl, int chunk, int n,
-                                                const float (&scores)[kMaxGroup][kChunk],
-                                                const float (&alpha_s)[kMaxGroup],
-                                                float (&acc)[kMaxGroup][Vec16<T>::kVec]) {
-  using L = RowLayout<T, kHeadDim>;
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g >= pl.group) break;
-    const float alpha = alpha_s[g];
-#pragma unroll
-    for (int e = 0; e < L::kVec; ++e) acc[g][e] *= alpha;
-  }
-  for (int base = pl.warp * L::kRowsPerWarp; base < n; base += L::kRowsPerIter * kUnroll) {
-    const int r0 = base + pl.sub;
-    Vec16<T> v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int r = r0 + u * L::kRowsPerIter;
-      if (r < n) {
-        v[u].Load(p.kv.v_cache + p.kv.PositionOffset(pl.seq, pl.kv_head, chunk + r) + pl.d0);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int r = r0 + u * L::kRowsPerIter;
-      if (r >= n) break;
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= pl.group) break;
-        const float w = scores[g][r];
-#pragma unroll
-        for (int e = 0; e < L::kVec; ++e) acc[g][e] += w * v[u].Get(e);
-      }
-    }
-  }
-}
-
 // Sums the rows of each warp, then the warps, and writes the partition: a
 // partial (unnormalised output, max, exp-sum) for the reduce, or the output.
 template <typename T, int kHeadDim>
@@ -234,19 +194,15 @@ __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup], alpha_s[kMaxGroup];
   __shared__ float red[kWarps][kMaxGroup][kHeadDim];
 
+  const int group = p.num_heads / p.kv.num_kv_heads;
   const int ctx = p.kv.positions[t] + 1;
   const int begin = part * part_size;
   const int end = min(ctx, begin + part_size);
   const bool write_partial = split && ctx > part_size;
-  const int lane = threadIdx.x % 32;
-  const PartitionLane pl{t,
-                         kv_head,
-                         FindSeq(p.kv.query_start, p.kv.num_seqs, t),
-                         p.num_heads / p.kv.num_kv_heads,
-                         static_cast<int>(threadIdx.x / 32),
-                         lane,
-                         lane / L::kTpr,
-                         (lane % L::kTpr) * L::kVec};
+  const int seq = FindSeq(p.kv.query_start, p.kv.num_seqs, t);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sub = lane / L::kTpr, d0 = (lane % L::kTpr) * L::kVec;
+  const PartitionLane pl{t, kv_head, seq, group, warp, lane, sub, d0};
 
   LoadQuery<T, kHeadDim>(p, pl, q_s, m_s, l_s);
   float acc[kMaxGroup][L::kVec];
@@ -263,7 +219,37 @@ __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_
     __syncthreads();
     OnlineSoftmax(pl, n, scores, m_s, l_s, alpha_s);
     __syncthreads();
-    AccumulateChunk<T, kHeadDim>(p, pl, chunk, n, scores, alpha_s, acc);
+    // V pass: acc_g = alpha_g * acc_g + sum_r p_gr v_r.
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= group) break;
+      const float alpha = alpha_s[g];
+#pragma unroll
+      for (int e = 0; e < L::kVec; ++e) acc[g][e] *= alpha;
+    }
+    for (int base = warp * L::kRowsPerWarp; base < n; base += L::kRowsPerIter * kUnroll) {
+      const int r0 = base + sub;
+      Vec16<T> v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int r = r0 + u * L::kRowsPerIter;
+        if (r < n) {
+          v[u].Load(p.kv.v_cache + p.kv.PositionOffset(seq, kv_head, chunk + r) + d0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int r = r0 + u * L::kRowsPerIter;
+        if (r >= n) break;
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= group) break;
+          const float w = scores[g][r];
+#pragma unroll
+          for (int e = 0; e < L::kVec; ++e) acc[g][e] += w * v[u].Get(e);
+        }
+      }
+    }
     __syncthreads();
   }
   WritePartition<T, kHeadDim>(p, pl, part, write_partial, acc, red, m_s, l_s);
