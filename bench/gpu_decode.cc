@@ -105,65 +105,64 @@ double MedianOf(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
+constexpr int kContext = 1024, kLongContext = 4096, kMaxBatch = 256, kMaxLongBatch = 64;
+constexpr int kPrefillSeqs = 8;
 
-int main() {
-  if (!loom::bench::DeviceAvailable()) {
-    const char* require = std::getenv("LOOM_REQUIRE_GPU");
-    return require != nullptr && std::strcmp(require, "1") == 0 ? 1 : 0;
-  }
-  const Ceilings ceil = MeasureCeilings();
-  std::printf("RESULT decode_ceilings copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", ceil.copy_bw,
-              ceil.gemm_flops);
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
 
-  const loom::ModelConfig config = Llama3_8B();
-  constexpr int kContext = 1024, kLongContext = 4096, kMaxBatch = 256, kMaxLongBatch = 64;
-  constexpr int kPrefillSeqs = 8;
-  loom::CudaExecutorOptions opts;
-  opts.max_model_len = 2 * kLongContext;
-  opts.max_num_seqs = kMaxBatch;
-  opts.max_num_batched_tokens = kPrefillSeqs * kContext;
-  Workload work(kMaxBatch, kContext, opts.block_size);
-  // The 4k decodes time attention over blocks the 1k prefills filled (their
-  // contents do not change the time), so one pool serves both.
-  Workload long_work(kMaxLongBatch, kLongContext, opts.block_size);
+// The executor over one KV pool sized for both workloads; null (reported) on
+// failure. The 4k decodes time attention over blocks the 1k prefills filled
+// (their contents do not change the time), so one pool serves both.
+std::unique_ptr<loom::CudaExecutor> CreateExecutor(const loom::ModelConfig& config,
+                                                   loom::CudaExecutorOptions opts,
+                                                   const Workload& work,
+                                                   const Workload& long_work) {
   opts.max_num_blocks =
       1 + std::max(kMaxBatch * work.blocks_per_seq, kMaxLongBatch * long_work.blocks_per_seq);
   const auto t0 = Clock::now();
   auto created = loom::CudaExecutor::Create(config, nullptr, opts.max_model_len, opts);
   if (!created.ok()) {
     std::fprintf(stderr, "create: %s\n", created.status().ToString().c_str());
-    return 1;
+    return nullptr;
   }
-  std::unique_ptr<loom::CudaExecutor> exec = *std::move(created);
-  std::printf("executor ready in %.1f s (dummy weights, graphs captured)\n",
-              std::chrono::duration<double>(Clock::now() - t0).count());
+  std::printf("executor ready in %.1f s (dummy weights, graphs captured)\n", Seconds(t0));
+  return *std::move(created);
+}
 
-  loom::SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  // Prefill: every sequence's 1k prompt, kPrefillSeqs prompts per step.
+// Sequences [first, first + kPrefillSeqs) of the workload, whole prompts.
+loom::StepPlan PrefillPlan(const Workload& work, int first, const loom::SamplingParams& greedy) {
+  loom::StepPlan plan;
+  for (int s = first; s < first + kPrefillSeqs; ++s) {
+    loom::ScheduledSeq q;
+    q.seq_id = s;
+    q.all_token_ids = std::span<const int32_t>(work.tokens[s].data(), kContext);
+    q.num_prompt_tokens = kContext;
+    q.num_scheduled_tokens = kContext;
+    q.block_table = work.tables[s];
+    q.sample = true;
+    q.sampling = &greedy;
+    plan.seqs.push_back(q);
+    plan.num_scheduled_tokens += kContext;
+  }
+  return plan;
+}
+
+// Prefill: every sequence's 1k prompt, kPrefillSeqs prompts per step. Returns
+// false (reported) on failure.
+bool RunPrefill(loom::CudaExecutor& exec, const Workload& work, const loom::SamplingParams& greedy,
+                const Ceilings& ceil) {
   std::vector<double> prefill_s;
   for (int first = 0; first < kMaxBatch; first += kPrefillSeqs) {
-    loom::StepPlan plan;
-    for (int s = first; s < first + kPrefillSeqs; ++s) {
-      loom::ScheduledSeq q;
-      q.seq_id = s;
-      q.all_token_ids = std::span<const int32_t>(work.tokens[s].data(), kContext);
-      q.num_prompt_tokens = kContext;
-      q.num_scheduled_tokens = kContext;
-      q.block_table = work.tables[s];
-      q.sample = true;
-      q.sampling = &greedy;
-      plan.seqs.push_back(q);
-      plan.num_scheduled_tokens += kContext;
-    }
+    const loom::StepPlan plan = PrefillPlan(work, first, greedy);
     const auto t = Clock::now();
-    auto r = exec->Execute(plan);
+    auto r = exec.Execute(plan);
     if (!r.ok()) {
       std::fprintf(stderr, "prefill: %s\n", r.status().ToString().c_str());
-      return 1;
+      return false;
     }
-    prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t).count());
+    prefill_s.push_back(Seconds(t));
   }
   prefill_s.erase(prefill_s.begin());  // the first step pays cuBLASLt's planning
   const double tokens = double{kPrefillSeqs} * kContext;
@@ -177,12 +176,54 @@ int main() {
       "RESULT prefill seqs=%d prompt=%d step_ms=%.2f tokens_per_s=%.0f flops=%.4e of_gemm=%.3f\n",
       kPrefillSeqs, kContext, pre * 1e3, tokens / pre, prefill_flops / pre,
       prefill_flops / pre / ceil.gemm_flops);
+  return true;
+}
 
-  const double weight_bytes = static_cast<double>(exec->weight_bytes()) - 128256.0 * 4096 * 2;
-  const double kv_per_token = 2.0 * 32 * 8 * 128 * 2;
-  // Decode: batch b of the workload's sequences, each at context len + 1.
-  auto decode = [&](const Workload& w, int len, int batch, bool graphs) {
-    exec->set_use_graphs(graphs);
+// Decode times against the roofline, batch by batch.
+class DecodeBench {
+ public:
+  DecodeBench(loom::CudaExecutor& exec, const loom::SamplingParams& greedy, const Ceilings& ceil)
+      : exec_(exec),
+        greedy_(greedy),
+        ceil_(ceil),
+        weight_bytes_(static_cast<double>(exec.weight_bytes()) - 128256.0 * 4096 * 2) {}
+
+  // Median step time of batch b of the workload's sequences, each at context
+  // len + 1.
+  double Time(const Workload& w, int len, int batch, bool graphs) {
+    exec_.set_use_graphs(graphs);
+    const loom::StepPlan plan = Plan(w, len, batch);
+    std::vector<double> times;
+    for (int i = 0; i < 30; ++i) {
+      const auto t = Clock::now();
+      auto r = exec_.Execute(plan);
+      if (!r.ok()) {
+        std::fprintf(stderr, "decode: %s\n", r.status().ToString().c_str());
+        std::exit(1);
+      }
+      if (i >= 5) times.push_back(Seconds(t));
+    }
+    return MedianOf(times);
+  }
+
+  void Report(const Workload& w, int len, int batch) {
+    const double graph_s = Time(w, len, batch, true);
+    const double eager_s = Time(w, len, batch, false);
+    if (batch == 1 && len == kContext) eager_b1_ = eager_s;
+    const double roof = (weight_bytes_ + batch * (len + 1.0) * kKvPerToken) / ceil_.copy_bw;
+    std::printf(
+        "RESULT decode_b%d ctx=%d graph_ms=%.3f eager_ms=%.3f roofline_ms=%.3f of_roofline=%.3f "
+        "graph_speedup=%.2f tokens_per_s=%.0f\n",
+        batch, len + 1, graph_s * 1e3, eager_s * 1e3, roof * 1e3, roof / graph_s, eager_s / graph_s,
+        batch / graph_s);
+  }
+
+  double eager_b1() const { return eager_b1_; }
+
+ private:
+  static constexpr double kKvPerToken = 2.0 * 32 * 8 * 128 * 2;
+
+  loom::StepPlan Plan(const Workload& w, int len, int batch) const {
     loom::StepPlan plan;
     for (int s = 0; s < batch; ++s) {
       loom::ScheduledSeq q;
@@ -193,36 +234,48 @@ int main() {
       q.num_scheduled_tokens = 1;
       q.block_table = w.tables[s];
       q.sample = true;
-      q.sampling = &greedy;
+      q.sampling = &greedy_;
       plan.seqs.push_back(q);
     }
     plan.num_scheduled_tokens = batch;
-    std::vector<double> times;
-    for (int i = 0; i < 30; ++i) {
-      const auto t = Clock::now();
-      auto r = exec->Execute(plan);
-      if (!r.ok()) {
-        std::fprintf(stderr, "decode: %s\n", r.status().ToString().c_str());
-        std::exit(1);
-      }
-      if (i >= 5) times.push_back(std::chrono::duration<double>(Clock::now() - t).count());
-    }
-    return MedianOf(times);
-  };
-  double eager_b1 = 0;
-  auto report = [&](const Workload& w, int len, int batch) {
-    const double graph_s = decode(w, len, batch, true);
-    const double eager_s = decode(w, len, batch, false);
-    if (batch == 1 && len == kContext) eager_b1 = eager_s;
-    const double roof = (weight_bytes + batch * (len + 1.0) * kv_per_token) / ceil.copy_bw;
-    std::printf(
-        "RESULT decode_b%d ctx=%d graph_ms=%.3f eager_ms=%.3f roofline_ms=%.3f of_roofline=%.3f "
-        "graph_speedup=%.2f tokens_per_s=%.0f\n",
-        batch, len + 1, graph_s * 1e3, eager_s * 1e3, roof * 1e3, roof / graph_s, eager_s / graph_s,
-        batch / graph_s);
-  };
-  for (int batch : {1, 8, 64, 256}) report(work, kContext, batch);
-  for (int batch : {1, 8, 64}) report(long_work, kLongContext, batch);
-  std::printf("RESULT graph_speedup b1=%.2f\n", eager_b1 / decode(work, kContext, 1, true));
+    return plan;
+  }
+
+  loom::CudaExecutor& exec_;
+  const loom::SamplingParams& greedy_;
+  const Ceilings& ceil_;
+  const double weight_bytes_;
+  double eager_b1_ = 0;
+};
+
+}  // namespace
+
+int main() {
+  if (!loom::bench::DeviceAvailable()) {
+    const char* require = std::getenv("LOOM_REQUIRE_GPU");
+    return require != nullptr && std::strcmp(require, "1") == 0 ? 1 : 0;
+  }
+  const Ceilings ceil = MeasureCeilings();
+  std::printf("RESULT decode_ceilings copy_bytes_per_s=%.4e gemm_bf16_flops=%.4e\n", ceil.copy_bw,
+              ceil.gemm_flops);
+
+  loom::CudaExecutorOptions opts;
+  opts.max_model_len = 2 * kLongContext;
+  opts.max_num_seqs = kMaxBatch;
+  opts.max_num_batched_tokens = kPrefillSeqs * kContext;
+  const Workload work(kMaxBatch, kContext, opts.block_size);
+  const Workload long_work(kMaxLongBatch, kLongContext, opts.block_size);
+  std::unique_ptr<loom::CudaExecutor> exec = CreateExecutor(Llama3_8B(), opts, work, long_work);
+  if (exec == nullptr) return 1;
+
+  loom::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  if (!RunPrefill(*exec, work, greedy, ceil)) return 1;
+
+  DecodeBench decode(*exec, greedy, ceil);
+  for (int batch : {1, 8, 64, 256}) decode.Report(work, kContext, batch);
+  for (int batch : {1, 8, 64}) decode.Report(long_work, kLongContext, batch);
+  std::printf("RESULT graph_speedup b1=%.2f\n",
+              decode.eager_b1() / decode.Time(work, kContext, 1, true));
   return 0;
 }

@@ -68,11 +68,10 @@ struct Item {
   int32_t end;    // one past its last position
 };
 
-// Attends the query heads of one kv head over positions [begin, end). Writes
-// unnormalised sums to acc [group, head_dim] and each head's max and exp-sum.
-__attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionParams<float>& p,
-                                                          const Item& it, float* scores, float* acc,
-                                                          float* max_out, float* sum_out) {
+// scores[g * len + i] = scale * q_g . k_i for the group's query heads g over
+// the item's positions i.
+__attribute__((always_inline)) inline void ScoreItem(const PagedAttentionParams<float>& p,
+                                                     const Item& it, float* scores) {
   const PagedKv<float>& kv = p.kv;
   const int32_t d = kv.head_dim;
   const int32_t group = p.num_heads / kv.num_kv_heads;
@@ -83,6 +82,11 @@ __attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionPa
     const float* k = kv.k_cache + offset;
     for (int32_t g = 0; g < group; ++g) scores[g * len + i] = Dot(q + g * d, k, d) * p.scale;
   });
+}
+
+// Each head's scores to exp(score - max), in place, with the max and exp-sum.
+__attribute__((always_inline)) inline void SoftmaxItem(int32_t group, int32_t len, float* scores,
+                                                       float* max_out, float* sum_out) {
   for (int32_t g = 0; g < group; ++g) {
     float* s = scores + g * len;
     float m = -std::numeric_limits<float>::infinity();
@@ -95,6 +99,16 @@ __attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionPa
     max_out[g] = m;
     sum_out[g] = sum;
   }
+}
+
+// acc [group, head_dim] = sum over positions of weight * v.
+__attribute__((always_inline)) inline void AccumulateValues(const PagedAttentionParams<float>& p,
+                                                            const Item& it, const float* scores,
+                                                            float* acc) {
+  const PagedKv<float>& kv = p.kv;
+  const int32_t d = kv.head_dim;
+  const int32_t group = p.num_heads / kv.num_kv_heads;
+  const int32_t len = it.end - it.begin;
   std::fill(acc, acc + group * d, 0.0f);
   ForEachPosition(kv, it.seq, it.kv_head, it.begin, it.end, [&](int32_t i, size_t offset) {
     const float* v = kv.v_cache + offset;
@@ -104,6 +118,16 @@ __attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionPa
       for (int32_t j = 0; j < d; ++j) a[j] += w * v[j];
     }
   });
+}
+
+// Attends the query heads of one kv head over positions [begin, end). Writes
+// unnormalised sums to acc [group, head_dim] and each head's max and exp-sum.
+__attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionParams<float>& p,
+                                                          const Item& it, float* scores, float* acc,
+                                                          float* max_out, float* sum_out) {
+  ScoreItem(p, it, scores);
+  SoftmaxItem(p.num_heads / p.kv.num_kv_heads, it.end - it.begin, scores, max_out, sum_out);
+  AccumulateValues(p, it, scores, acc);
 }
 
 using AttendFn = void (*)(const PagedAttentionParams<float>&, const Item&, float*, float*, float*,
@@ -165,42 +189,87 @@ void PagedAttentionRef(const PagedAttentionParams<float>& p) {
   }
 }
 
-void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
+namespace {
+
+// How PagedAttention splits each token's context: into partitions of
+// partition_size positions (flash-decoding), or one partition when it is 0.
+struct Partitioning {
+  bool split;
+  int32_t parts;  // partitions per (token, head) in the partial buffers
+
+  int32_t NumParts(const PagedAttentionParams<float>& p, int32_t t) const {
+    const int32_t n = p.kv.positions[t] + 1;
+    return split ? (n + p.partition_size - 1) / p.partition_size : 1;
+  }
+};
+
+Partitioning CheckPartitioning(const PagedAttentionParams<float>& p) {
   const PagedKv<float>& kv = p.kv;
   LOOM_CHECK_EQ(p.num_heads % kv.num_kv_heads, 0);
-  const int32_t d = kv.head_dim;
-  const int32_t group = p.num_heads / kv.num_kv_heads;
-  const bool split = p.partition_size > 0;
-  if (split) {
+  const Partitioning parts{p.partition_size > 0, p.partition_size > 0 ? p.max_partitions : 1};
+  if (parts.split) {
     LOOM_CHECK_EQ(p.partition_size % kv.block_size, 0);
     LOOM_CHECK(p.partial_out && p.partial_max && p.partial_sum);
   }
-  const int32_t parts = split ? p.max_partitions : 1;
-  const std::vector<int32_t> seq_of = TokenSeqs(kv);
-  auto num_parts = [&](int32_t t) {
-    const int32_t n = kv.positions[t] + 1;
-    return split ? (n + p.partition_size - 1) / p.partition_size : 1;
-  };
-  for (int32_t t = 0; t < kv.num_tokens; ++t) {
-    CheckToken(kv, seq_of[t], t);
-    LOOM_CHECK_LE(num_parts(t), parts);
-  }
+  return parts;
+}
 
-  const AttendFn attend = DetectedSimd() == SimdLevel::kAvx512 ? AttendItemAvx512
-                          : DetectedSimd() == SimdLevel::kAvx2 ? AttendItemAvx2
-                                                               : AttendItemScalar;
-  const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts;
+void CheckTokens(const PagedAttentionParams<float>& p, const Partitioning& parts,
+                 const std::vector<int32_t>& seq_of) {
+  for (int32_t t = 0; t < p.kv.num_tokens; ++t) {
+    CheckToken(p.kv, seq_of[t], t);
+    LOOM_CHECK_LE(parts.NumParts(p, t), parts.parts);
+  }
+}
+
+AttendFn AttendForCpu() {
+  return DetectedSimd() == SimdLevel::kAvx512 ? AttendItemAvx512
+         : DetectedSimd() == SimdLevel::kAvx2 ? AttendItemAvx2
+                                              : AttendItemScalar;
+}
+
+// One kv head's results for its query heads: normalised into out when the
+// context is one partition, else kept as a partial for the reduce.
+void StoreItem(const PagedAttentionParams<float>& p, const Partitioning& parts, const Item& it,
+               int32_t part, int32_t n_parts, const float* acc, const float* maxes,
+               const float* sums) {
+  const int32_t d = p.kv.head_dim;
+  const int32_t group = p.num_heads / p.kv.num_kv_heads;
+  const int32_t t = it.token;
+  for (int32_t g = 0; g < group; ++g) {
+    const int32_t h = it.kv_head * group + g;
+    if (n_parts == 1) {
+      float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
+      const float inv = 1.0f / sums[g];
+      for (int32_t j = 0; j < d; ++j) out[j] = acc[g * d + j] * inv;
+    } else {
+      const int64_t slot = (static_cast<int64_t>(t) * p.num_heads + h) * parts.parts + part;
+      std::copy(acc + g * d, acc + (g + 1) * d, p.partial_out + slot * d);
+      p.partial_max[slot] = maxes[g];
+      p.partial_sum[slot] = sums[g];
+    }
+  }
+}
+
+// Every (token, kv head, partition) item, in parallel.
+void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts,
+                 const std::vector<int32_t>& seq_of, ParallelFor& pool) {
+  const PagedKv<float>& kv = p.kv;
+  const int32_t d = kv.head_dim;
+  const int32_t group = p.num_heads / kv.num_kv_heads;
+  const AttendFn attend = AttendForCpu();
+  const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts.parts;
   pool.Run(num_items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
     for (int64_t idx = begin; idx < end; ++idx) {
-      const int32_t part = static_cast<int32_t>(idx % parts);
-      const int32_t kvh = static_cast<int32_t>(idx / parts % kv.num_kv_heads);
-      const int32_t t = static_cast<int32_t>(idx / parts / kv.num_kv_heads);
-      const int32_t n_parts = num_parts(t);
+      const int32_t part = static_cast<int32_t>(idx % parts.parts);
+      const int32_t kvh = static_cast<int32_t>(idx / parts.parts % kv.num_kv_heads);
+      const int32_t t = static_cast<int32_t>(idx / parts.parts / kv.num_kv_heads);
+      const int32_t n_parts = parts.NumParts(p, t);
       if (part >= n_parts) continue;
       const int32_t n = kv.positions[t] + 1;
-      const Item it{seq_of[t], t, kvh, split ? part * p.partition_size : 0,
-                    split ? std::min(n, (part + 1) * p.partition_size) : n};
+      const Item it{seq_of[t], t, kvh, parts.split ? part * p.partition_size : 0,
+                    parts.split ? std::min(n, (part + 1) * p.partition_size) : n};
       const int32_t len = it.end - it.begin;
       scratch.resize(static_cast<size_t>(group) * (len + d + 2));
       float* scores = scratch.data();
@@ -208,45 +277,44 @@ void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
       float* maxes = acc + group * d;
       float* sums = maxes + group;
       attend(p, it, scores, acc, maxes, sums);
-      for (int32_t g = 0; g < group; ++g) {
-        const int32_t h = kvh * group + g;
-        if (n_parts == 1) {
-          float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
-          const float inv = 1.0f / sums[g];
-          for (int32_t j = 0; j < d; ++j) out[j] = acc[g * d + j] * inv;
-        } else {
-          const int64_t slot = (static_cast<int64_t>(t) * p.num_heads + h) * parts + part;
-          std::copy(acc + g * d, acc + (g + 1) * d, p.partial_out + slot * d);
-          p.partial_max[slot] = maxes[g];
-          p.partial_sum[slot] = sums[g];
-        }
-      }
+      StoreItem(p, parts, it, part, n_parts, acc, maxes, sums);
     }
   });
-  if (!split) return;
+}
 
-  // Reduce: rescale each partition's sums to the global max and normalise.
-  pool.Run(static_cast<int64_t>(kv.num_tokens) * p.num_heads, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t th = begin; th < end; ++th) {
-      const int32_t t = static_cast<int32_t>(th / p.num_heads);
-      const int32_t h = static_cast<int32_t>(th % p.num_heads);
-      const int32_t n_parts = num_parts(t);
-      if (n_parts == 1) continue;
-      const int64_t base = th * parts;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int32_t i = 0; i < n_parts; ++i) m = std::max(m, p.partial_max[base + i]);
-      float total = 0.0f;
-      float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
-      std::fill(out, out + d, 0.0f);
-      for (int32_t i = 0; i < n_parts; ++i) {
-        const float w = std::exp(p.partial_max[base + i] - m);
-        total += w * p.partial_sum[base + i];
-        const float* po = p.partial_out + (base + i) * d;
-        for (int32_t j = 0; j < d; ++j) out[j] += w * po[j];
-      }
-      const float inv = 1.0f / total;
-      for (int32_t j = 0; j < d; ++j) out[j] *= inv;
-    }
+// Rescales one (token, head)'s partition sums to the global max and normalises.
+void ReduceHead(const PagedAttentionParams<float>& p, const Partitioning& parts, int64_t th) {
+  const int32_t d = p.kv.head_dim;
+  const int32_t t = static_cast<int32_t>(th / p.num_heads);
+  const int32_t h = static_cast<int32_t>(th % p.num_heads);
+  const int32_t n_parts = parts.NumParts(p, t);
+  if (n_parts == 1) return;
+  const int64_t base = th * parts.parts;
+  float m = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n_parts; ++i) m = std::max(m, p.partial_max[base + i]);
+  float total = 0.0f;
+  float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
+  std::fill(out, out + d, 0.0f);
+  for (int32_t i = 0; i < n_parts; ++i) {
+    const float w = std::exp(p.partial_max[base + i] - m);
+    total += w * p.partial_sum[base + i];
+    const float* po = p.partial_out + (base + i) * d;
+    for (int32_t j = 0; j < d; ++j) out[j] += w * po[j];
+  }
+  const float inv = 1.0f / total;
+  for (int32_t j = 0; j < d; ++j) out[j] *= inv;
+}
+
+}  // namespace
+
+void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
+  const Partitioning parts = CheckPartitioning(p);
+  const std::vector<int32_t> seq_of = TokenSeqs(p.kv);
+  CheckTokens(p, parts, seq_of);
+  AttendItems(p, parts, seq_of, pool);
+  if (!parts.split) return;
+  pool.Run(static_cast<int64_t>(p.kv.num_tokens) * p.num_heads, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t th = begin; th < end; ++th) ReduceHead(p, parts, th);
   });
 }
 

@@ -1,6 +1,6 @@
-// The register tiling and float32 accumulation order of matmul.cc (4 rows of x
-// by 4 rows of W, lanes summed by the same tree), with W decoded from ggml
-// blocks one block (32 values) at a time: every value is decoded with the same
+// y = x W^T with W in ggml blocks: the policy of the shared register tiles
+// (matmul_tiles.h) decodes W one block (32 values) at a time, and every value
+// is decoded with the same
 // float operations as the scalar dequantizer (this file is built with
 // -ffp-contract=off so that d * q + m is never fused), so each output has the
 // bits Matmul gives on the dequantized weights, whatever the number of rows.
@@ -18,14 +18,11 @@
 #include "base/check.h"
 #include "base/float16.h"
 #include "kernels/cpu/dequant_blocks.h"
-#include "kernels/cpu/matmul_internal.h"
-#include "kernels/cpu/simd_reduce.h"
+#include "kernels/cpu/matmul_tiles.h"
 
 namespace loom::kernels::cpu {
 namespace {
 
-constexpr int kMr = 4;
-constexpr int kNr = 4;
 // Rows of W a task widens to float32 at once (kept in L1/L2 while every row of
 // x passes over them).
 constexpr int64_t kRowsPerSlice = 16;
@@ -42,9 +39,9 @@ constexpr int64_t kMaxRowsPerTask = 256;
 // wins by about 10%.
 constexpr int32_t kWidenMinRows = 32;
 
-// The decoders' SIMD levels (F16C widens the fp16 scales).
-#define LOOM_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define LOOM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+// The decoders' SIMD levels (F16C widens the fp16 scales): the tiles' ones.
+#define LOOM_AVX2 LOOM_TILES_AVX2
+#define LOOM_AVX512 LOOM_TILES_AVX512
 
 uint16_t LoadU16(const std::byte* p) {
   uint16_t v;
@@ -156,103 +153,41 @@ LOOM_AVX2 inline void DecodeAvx2(const std::byte* b, __m256 (&w)[4]) {
   }
 }
 
-struct Tile {
-  const float* x;
-  int ldx;
-  const std::byte* w;  // the tile's first row of W
-  int64_t row_bytes;
-  int blocks;  // per row of W
-  const float* bias;
-  float* y;
-  int ldy;
-};
-
-inline void Store(const Tile& t, int i, int j, float sum) {
-  t.y[static_cast<int64_t>(i) * t.ldy + j] = sum + (t.bias ? t.bias[j] : 0.0f);
-}
-
 // The tiles' rows of W are one contiguous run of NR * row_bytes, and the next
 // tiles' rows follow: while a tile reads its block b, the same share of the
 // tile after next is fetched, which the hardware prefetchers, seeing NR
 // interleaved streams of 20-34 byte steps, do too late (decode is bound by
 // these reads).
 template <QuantType T, int NR>
-inline void PrefetchNextTile(const Tile& t, int b) {
+inline void PrefetchNextTile(const tiles::Tile<std::byte>& t, int b) {
   constexpr int64_t kStep = NR * kBlockBytes<T>;
-  const char* next = reinterpret_cast<const char*>(t.w + 2 * NR * t.row_bytes) + b * kStep;
+  const char* next = reinterpret_cast<const char*>(t.w + 2 * NR * t.ldw) + b * kStep;
   for (int64_t off = 0; off < kStep; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
 }
 
-template <QuantType T, int MR, int NR>
-void TileScalar(const Tile& t) {
-  float w[kQuantBlock];
-  for (int i = 0; i < MR; ++i) {
-    const float* x = t.x + static_cast<int64_t>(i) * t.ldx;
-    for (int j = 0; j < NR; ++j) {
-      float acc = 0.0f;
-      for (int b = 0; b < t.blocks; ++b) {
-        DecodeScalar<T>(t.w + j * t.row_bytes + b * kBlockBytes<T>, w);
-        for (int l = 0; l < kQuantBlock; ++l) acc += x[b * kQuantBlock + l] * w[l];
-      }
-      Store(t, i, j, acc);
-    }
+// One block per step; k is a whole number of blocks, so there is no tail.
+template <QuantType T>
+struct BlockWeights {
+  using W = std::byte;
+  static constexpr int kScalarStep = kQuantBlock;
+  static constexpr int kAvx2Vectors = 4;
+  static constexpr int kAvx512Vectors = 2;
+  static constexpr bool kHasTail = false;
+
+  static void LoadScalar(const std::byte* row, int kk, float* out) {
+    DecodeScalar<T>(row + kk / kQuantBlock * kBlockBytes<T>, out);
   }
-}
-
-LOOM_AVX2 inline float Sum256(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
-}
-
-template <QuantType T, int MR, int NR>
-LOOM_AVX2 void TileAvx2(const Tile& t) {
-  __m256 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
-  for (int b = 0; b < t.blocks; ++b) {
-    const int64_t kk = static_cast<int64_t>(b) * kQuantBlock;
+  LOOM_AVX2 static void LoadAvx2(const std::byte* row, int b, __m256 (&v)[4]) {
+    DecodeAvx2<T>(row + b * kBlockBytes<T>, v);
+  }
+  LOOM_AVX512 static void LoadAvx512(const std::byte* row, int b, __m512 (&v)[2]) {
+    DecodeAvx512<T>(row + b * kBlockBytes<T>, v[0], v[1]);
+  }
+  template <int NR>
+  static void Prefetch(const tiles::Tile<std::byte>& t, int b) {
     PrefetchNextTile<T, NR>(t, b);
-    for (int j = 0; j < NR; ++j) {
-      __m256 w[4];
-      DecodeAvx2<T>(t.w + j * t.row_bytes + b * kBlockBytes<T>, w);
-      for (int i = 0; i < MR; ++i) {
-        const float* x = t.x + static_cast<int64_t>(i) * t.ldx + kk;
-        for (int g = 0; g < 4; ++g) {
-          acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * g), w[g], acc[i][j]);
-        }
-      }
-    }
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) Store(t, i, j, Sum256(acc[i][j]));
-}
-
-template <QuantType T, int MR, int NR>
-LOOM_AVX512 void TileAvx512(const Tile& t) {
-  __m512 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int b = 0; b < t.blocks; ++b) {
-    const int64_t kk = static_cast<int64_t>(b) * kQuantBlock;
-    PrefetchNextTile<T, NR>(t, b);
-    __m512 xlo[MR], xhi[MR];
-    for (int i = 0; i < MR; ++i) {
-      xlo[i] = _mm512_loadu_ps(t.x + static_cast<int64_t>(i) * t.ldx + kk);
-      xhi[i] = _mm512_loadu_ps(t.x + static_cast<int64_t>(i) * t.ldx + kk + 16);
-    }
-    for (int j = 0; j < NR; ++j) {
-      __m512 lo, hi;
-      DecodeAvx512<T>(t.w + j * t.row_bytes + b * kBlockBytes<T>, lo, hi);
-      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xlo[i], lo, acc[i][j]);
-      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xhi[i], hi, acc[i][j]);
-    }
-  }
-  float sums[16];
-  TileSums<MR, NR>(acc, sums);
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) Store(t, i, j, sums[4 * i + j]);
-}
+};
 
 template <QuantType T>
 void DequantScalar(const std::byte* w, int64_t blocks, float* out) {
@@ -280,53 +215,27 @@ LOOM_AVX512 void DequantAvx512(const std::byte* w, int64_t blocks, float* out) {
 #undef LOOM_AVX2
 #undef LOOM_AVX512
 
-using TileFn = void (*)(const Tile&);
 using DequantFn = void (*)(const std::byte*, int64_t, float*);
 
-// One SIMD level's kernels for one block type: tiles[mr - 1][nr - 1] and the
-// slice dequantizer of the widening path.
+// One SIMD level's kernels for one block type: the tiles and the slice
+// dequantizer of the widening path.
 struct Kernels {
-  TileFn tiles[kMr][kNr];
+  const tiles::TileTable<std::byte>* tiles;
   DequantFn dequant;
 };
 
-template <QuantType T, int MR, int NR>
-struct ScalarK {
-  static void Run(const Tile& t) { TileScalar<T, MR, NR>(t); }
-  static constexpr DequantFn kDequant = DequantScalar<T>;
-};
-template <QuantType T, int MR, int NR>
-struct Avx2K {
-  static void Run(const Tile& t) { TileAvx2<T, MR, NR>(t); }
-  static constexpr DequantFn kDequant = DequantAvx2<T>;
-};
-template <QuantType T, int MR, int NR>
-struct Avx512K {
-  static void Run(const Tile& t) { TileAvx512<T, MR, NR>(t); }
-  static constexpr DequantFn kDequant = DequantAvx512<T>;
-};
-
-template <template <QuantType, int, int> class K, QuantType T>
-constexpr Kernels kKernels = {
-    {
-        {K<T, 1, 1>::Run, K<T, 1, 2>::Run, K<T, 1, 3>::Run, K<T, 1, 4>::Run},
-        {K<T, 2, 1>::Run, K<T, 2, 2>::Run, K<T, 2, 3>::Run, K<T, 2, 4>::Run},
-        {K<T, 3, 1>::Run, K<T, 3, 2>::Run, K<T, 3, 3>::Run, K<T, 3, 4>::Run},
-        {K<T, 4, 1>::Run, K<T, 4, 2>::Run, K<T, 4, 3>::Run, K<T, 4, 4>::Run},
-    },
-    K<T, 1, 1>::kDequant};
-
 template <QuantType T>
-const Kernels& KernelsOfLevel(SimdLevel level) {
+Kernels KernelsOfLevel(SimdLevel level) {
+  const auto* tiles = &tiles::TilesFor<BlockWeights<T>>(level);
   switch (level) {
     case SimdLevel::kAvx512:
-      return kKernels<Avx512K, T>;
+      return {tiles, DequantAvx512<T>};
     case SimdLevel::kAvx2:
-      return kKernels<Avx2K, T>;
+      return {tiles, DequantAvx2<T>};
     case SimdLevel::kScalar:
       break;
   }
-  return kKernels<ScalarK, T>;
+  return {tiles, DequantScalar<T>};
 }
 
 // The decoders convert scales with F16C, which every AVX2 CPU has but the
@@ -340,7 +249,7 @@ SimdLevel WithF16c(SimdLevel level) {
   return has_f16c ? level : SimdLevel::kScalar;
 }
 
-const Kernels& KernelsFor(QuantType type, SimdLevel level) {
+Kernels KernelsFor(QuantType type, SimdLevel level) {
   switch (type) {
     case QuantType::kQ8_0:
       return KernelsOfLevel<QuantType::kQ8_0>(level);
@@ -414,43 +323,26 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
   LOOM_CHECK_GE(p.ldy, p.n);
   level = WithF16c(level);
   const WideFormat* wide = WideFormatOf(p.type);
-  const Kernels& kernels = KernelsFor(p.type, level);
-  const auto* w = static_cast<const std::byte*>(p.w);
+  const Kernels kernels = KernelsFor(p.type, level);
   const int blocks = p.k / QuantBlockValues(p.type);
   const int64_t row_bytes = blocks * QuantBlockBytes(p.type);
+  const tiles::Operands<std::byte> ops{
+      p.x, static_cast<const std::byte*>(p.w), row_bytes, p.bias, p.y, p.m, p.n, p.k, p.ldx, p.ldy};
   const int64_t even = (p.n + pool.NumThreads() - 1) / pool.NumThreads();
-  const int64_t rows_per_task =
-      std::clamp<int64_t>((even + kNr - 1) / kNr * kNr, kRowsPerSlice, kMaxRowsPerTask);
+  const int64_t rows_per_task = std::clamp<int64_t>(
+      (even + tiles::kNr - 1) / tiles::kNr * tiles::kNr, kRowsPerSlice, kMaxRowsPerTask);
   if (p.m >= kWidenMinRows || wide != nullptr) {
-    pool.Run(p.n, rows_per_task, [&](int64_t n_begin, int64_t n_end) {
-      thread_local std::vector<float> w_f32;
-      w_f32.resize(static_cast<size_t>(kRowsPerSlice) * p.k);
-      for (int64_t begin = n_begin; begin < n_end; begin += kRowsPerSlice) {
-        const int64_t rows = std::min(kRowsPerSlice, n_end - begin);
-        if (wide != nullptr) {
-          DequantizeBlocks(p.type, w + begin * row_bytes, rows * p.k, w_f32.data());
-        } else {
-          kernels.dequant(w + begin * row_bytes, rows * blocks, w_f32.data());
-        }
-        MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + begin : nullptr, p.y + begin, p.m,
-                      static_cast<int32_t>(rows), p.k, p.ldx, p.ldy},
-                     level);
-      }
-    });
+    tiles::RunWidened(ops, pool, level, rows_per_task, kRowsPerSlice,
+                      [&](const std::byte* rows, int64_t count, float* out) {
+                        if (wide != nullptr) {
+                          DequantizeBlocks(p.type, rows, count * p.k, out);
+                        } else {
+                          kernels.dequant(rows, count * blocks, out);
+                        }
+                      });
     return;
   }
-  pool.Run(p.n, rows_per_task, [&](int64_t n_begin, int64_t n_end) {
-    for (int64_t i = 0; i < p.m; i += kMr) {
-      const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
-      for (int64_t j = n_begin; j < n_end; j += kNr) {
-        const int nr = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
-        const Tile t{p.x + i * p.ldx,     p.ldx,  w + j * row_bytes,
-                     row_bytes,           blocks, p.bias ? p.bias + j : nullptr,
-                     p.y + i * p.ldy + j, p.ldy};
-        kernels.tiles[mr - 1][nr - 1](t);
-      }
-    }
-  });
+  tiles::RunTiles(ops, *kernels.tiles, pool, rows_per_task);
 }
 
 }  // namespace loom::kernels::cpu

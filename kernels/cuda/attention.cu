@@ -36,14 +36,159 @@ __device__ __forceinline__ int FindSeq(const int32_t* query_start, int num_seqs,
   return lo;
 }
 
+// Where one thread stands in a partition: the block's token, kv head and
+// sequence, and the thread's warp, lane, K/V row slot (sub) and first column.
+struct PartitionLane {
+  int t;
+  int kv_head;
+  int seq;
+  int group;
+  int warp;
+  int lane;
+  int sub;
+  int d0;
+};
+
+// A K/V row is kTpr lanes of kVec values; a warp covers kRowsPerWarp rows and
+// the block kRowsPerIter.
+template <typename T, int kHeadDim>
+struct RowLayout {
+  static constexpr int kVec = Vec16<T>::kVec;
+  static constexpr int kTpr = kHeadDim / kVec;  // lanes per K/V row
+  static constexpr int kRowsPerWarp = 32 / kTpr;
+  static constexpr int kRowsPerIter = kWarps * kRowsPerWarp;
+};
+
+// q_s = the group's query heads times the scale; the running max and exp-sum
+// start empty.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void LoadQuery(const PagedAttentionParams<T>& p, const PartitionLane& pl,
+                                          float (&q_s)[kMaxGroup][kHeadDim],
+                                          float (&m_s)[kMaxGroup], float (&l_s)[kMaxGroup]) {
+  for (int i = threadIdx.x; i < pl.group * kHeadDim; i += kThreads) {
+    const int g = i / kHeadDim, d = i % kHeadDim;
+    q_s[g][d] = ToFloat(p.q[static_cast<int64_t>(pl.t) * p.q_stride +
+                            (pl.kv_head * pl.group + g) * kHeadDim + d]) *
+                p.scale;
+  }
+  if (threadIdx.x < kMaxGroup) {
+    m_s[threadIdx.x] = -FLT_MAX;
+    l_s[threadIdx.x] = 0.0f;
+  }
+}
+
+// K pass: scores[g][r] = q_g . k_r for the n rows of the chunk.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void ScoreChunk(const PagedAttentionParams<T>& p,
+                                           const PartitionLane& pl, int chunk, int n,
+                                           const float (&q_s)[kMaxGroup][kHeadDim],
+                                           float (&scores)[kMaxGroup][kChunk]) {
+  using L = RowLayout<T, kHeadDim>;
+  // The loop bound is warp-uniform (base, not the lane's row) so that whole
+  // warps reach the shuffles below.
+  for (int base = pl.warp * L::kRowsPerWarp; base < n; base += L::kRowsPerIter * kUnroll) {
+    const int r0 = base + pl.sub;
+    Vec16<T> k[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int r = r0 + u * L::kRowsPerIter;
+      if (r < n) {
+        k[u].Load(p.kv.k_cache + p.kv.PositionOffset(pl.seq, pl.kv_head, chunk + r) + pl.d0);
+      } else {
+        k[u].raw = make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int r = r0 + u * L::kRowsPerIter;
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= pl.group) break;
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < L::kVec; ++e) dot += q_s[g][pl.d0 + e] * k[u].Get(e);
+#pragma unroll
+        for (int o = L::kTpr / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (pl.lane % L::kTpr == 0 && r < n) scores[g][r] = dot;
+      }
+    }
+  }
+}
+
+// Online softmax: one warp per query head of the group turns the chunk's
+// scores into exp(score - new max), and rescales the running exp-sum by
+// alpha = exp(old max - new max).
+__device__ __forceinline__ void OnlineSoftmax(const PartitionLane& pl, int n,
+                                              float (&scores)[kMaxGroup][kChunk],
+                                              float (&m_s)[kMaxGroup], float (&l_s)[kMaxGroup],
+                                              float (&alpha_s)[kMaxGroup]) {
+  for (int g = pl.warp; g < pl.group; g += kWarps) {
+    float mx = -FLT_MAX;
+    for (int r = pl.lane; r < n; r += 32) mx = fmaxf(mx, scores[g][r]);
+    mx = WarpMax(mx);
+    const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
+    float sum = 0.0f;
+    for (int r = pl.lane; r < n; r += 32) {
+      const float e = __expf(scores[g][r] - m_new);
+      scores[g][r] = e;
+      sum += e;
+    }
+    sum = WarpSum(sum);
+    if (pl.lane == 0) {
+      const float alpha = __expf(m_old - m_new);
+      alpha_s[g] = alpha;
+      l_s[g] = l_s[g] * alpha + sum;
+      m_s[g] = m_new;
+    }
+  }
+}
+
+// Sums the rows of each warp, then the warps, and writes the partition: a
+// partial (unnormalised output, max, exp-sum) for the reduce, or the output.
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void WritePartition(
+    const PagedAttentionParams<T>& p, const PartitionLane& pl, int part, bool write_partial,
+    const float (&acc)[kMaxGroup][Vec16<T>::kVec], float (&red)[kWarps][kMaxGroup][kHeadDim],
+    const float (&m_s)[kMaxGroup], const float (&l_s)[kMaxGroup]) {
+  using L = RowLayout<T, kHeadDim>;
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= pl.group) break;
+#pragma unroll
+    for (int e = 0; e < L::kVec; ++e) {
+      float a = acc[g][e];
+#pragma unroll
+      for (int o = L::kTpr; o < 32; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+      if (pl.sub == 0) red[pl.warp][g][pl.d0 + e] = a;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < pl.group * kHeadDim; i += kThreads) {
+    const int g = i / kHeadDim, d = i % kHeadDim;
+    const int head = pl.kv_head * pl.group + g;
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o += red[w][g][d];
+    if (write_partial) {
+      const int64_t row =
+          (static_cast<int64_t>(pl.t) * p.num_heads + head) * p.max_partitions + part;
+      p.partial_out[row * kHeadDim + d] = o;
+      if (d == 0) {
+        p.partial_max[row] = m_s[g];
+        p.partial_sum[row] = l_s[g];
+      }
+    } else {
+      p.out[static_cast<int64_t>(pl.t) * p.out_stride + head * kHeadDim + d] =
+          FromFloat<T>(o / l_s[g]);
+    }
+  }
+}
+
 // One (token, kv head, partition) of the attention.
 template <typename T, int kHeadDim>
 __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_head, int part,
                                 int part_size, bool split) {
-  constexpr int kVec = Vec16<T>::kVec;
-  constexpr int kTpr = kHeadDim / kVec;  // lanes per K/V row
-  constexpr int kRowsPerWarp = 32 / kTpr;
-  constexpr int kRowsPerIter = kWarps * kRowsPerWarp;
+  using L = RowLayout<T, kHeadDim>;
   __shared__ __align__(16) float q_s[kMaxGroup][kHeadDim];
   __shared__ float scores[kMaxGroup][kChunk];
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup], alpha_s[kMaxGroup];
@@ -56,79 +201,23 @@ __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_
   const bool write_partial = split && ctx > part_size;
   const int seq = FindSeq(p.kv.query_start, p.kv.num_seqs, t);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int sub = lane / kTpr, d0 = (lane % kTpr) * kVec;
+  const int sub = lane / L::kTpr, d0 = (lane % L::kTpr) * L::kVec;
+  const PartitionLane pl{t, kv_head, seq, group, warp, lane, sub, d0};
 
-  for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    q_s[g][d] =
-        ToFloat(p.q[static_cast<int64_t>(t) * p.q_stride + (kv_head * group + g) * kHeadDim + d]) *
-        p.scale;
-  }
-  if (threadIdx.x < kMaxGroup) {
-    m_s[threadIdx.x] = -FLT_MAX;
-    l_s[threadIdx.x] = 0.0f;
-  }
-  float acc[kMaxGroup][kVec];
+  LoadQuery<T, kHeadDim>(p, pl, q_s, m_s, l_s);
+  float acc[kMaxGroup][L::kVec];
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) acc[g][e] = 0.0f;
+    for (int e = 0; e < L::kVec; ++e) acc[g][e] = 0.0f;
   }
   __syncthreads();
 
   for (int chunk = begin; chunk < end; chunk += kChunk) {
     const int n = min(kChunk, end - chunk);
-    // K pass: scores[g][r] = q_g . k_r for this chunk.
-    // The loop bound is warp-uniform (base, not the lane's row) so that whole
-    // warps reach the shuffles below.
-    for (int base = warp * kRowsPerWarp; base < n; base += kRowsPerIter * kUnroll) {
-      const int r0 = base + sub;
-      Vec16<T> k[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int r = r0 + u * kRowsPerIter;
-        if (r < n) {
-          k[u].Load(p.kv.k_cache + p.kv.PositionOffset(seq, kv_head, chunk + r) + d0);
-        } else {
-          k[u].raw = make_uint4(0, 0, 0, 0);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int r = r0 + u * kRowsPerIter;
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-          if (g >= group) break;
-          float dot = 0.0f;
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) dot += q_s[g][d0 + e] * k[u].Get(e);
-#pragma unroll
-          for (int o = kTpr / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-          if (lane % kTpr == 0 && r < n) scores[g][r] = dot;
-        }
-      }
-    }
+    ScoreChunk<T, kHeadDim>(p, pl, chunk, n, q_s, scores);
     __syncthreads();
-    // Online softmax: one warp per query head of the group.
-    for (int g = warp; g < group; g += kWarps) {
-      float mx = -FLT_MAX;
-      for (int r = lane; r < n; r += 32) mx = fmaxf(mx, scores[g][r]);
-      mx = WarpMax(mx);
-      const float m_old = m_s[g], m_new = fmaxf(m_old, mx);
-      float sum = 0.0f;
-      for (int r = lane; r < n; r += 32) {
-        const float e = __expf(scores[g][r] - m_new);
-        scores[g][r] = e;
-        sum += e;
-      }
-      sum = WarpSum(sum);
-      if (lane == 0) {
-        const float alpha = __expf(m_old - m_new);
-        alpha_s[g] = alpha;
-        l_s[g] = l_s[g] * alpha + sum;
-        m_s[g] = m_new;
-      }
-    }
+    OnlineSoftmax(pl, n, scores, m_s, l_s, alpha_s);
     __syncthreads();
     // V pass: acc_g = alpha_g * acc_g + sum_r p_gr v_r.
 #pragma unroll
@@ -136,63 +225,34 @@ __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_
       if (g >= group) break;
       const float alpha = alpha_s[g];
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[g][e] *= alpha;
+      for (int e = 0; e < L::kVec; ++e) acc[g][e] *= alpha;
     }
-    for (int base = warp * kRowsPerWarp; base < n; base += kRowsPerIter * kUnroll) {
+    for (int base = warp * L::kRowsPerWarp; base < n; base += L::kRowsPerIter * kUnroll) {
       const int r0 = base + sub;
       Vec16<T> v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int r = r0 + u * kRowsPerIter;
-        if (r < n) v[u].Load(p.kv.v_cache + p.kv.PositionOffset(seq, kv_head, chunk + r) + d0);
+        const int r = r0 + u * L::kRowsPerIter;
+        if (r < n) {
+          v[u].Load(p.kv.v_cache + p.kv.PositionOffset(seq, kv_head, chunk + r) + d0);
+        }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int r = r0 + u * kRowsPerIter;
+        const int r = r0 + u * L::kRowsPerIter;
         if (r >= n) break;
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) {
           if (g >= group) break;
           const float w = scores[g][r];
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) acc[g][e] += w * v[u].Get(e);
+          for (int e = 0; e < L::kVec; ++e) acc[g][e] += w * v[u].Get(e);
         }
       }
     }
     __syncthreads();
   }
-
-  // Sum the rows of each warp, then the warps.
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g >= group) break;
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      float a = acc[g][e];
-#pragma unroll
-      for (int o = kTpr; o < 32; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
-      if (sub == 0) red[warp][g][d0 + e] = a;
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    const int head = kv_head * group + g;
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += red[w][g][d];
-    if (write_partial) {
-      const int64_t row = (static_cast<int64_t>(t) * p.num_heads + head) * p.max_partitions + part;
-      p.partial_out[row * kHeadDim + d] = o;
-      if (d == 0) {
-        p.partial_max[row] = m_s[g];
-        p.partial_sum[row] = l_s[g];
-      }
-    } else {
-      p.out[static_cast<int64_t>(t) * p.out_stride + head * kHeadDim + d] =
-          FromFloat<T>(o / l_s[g]);
-    }
-  }
+  WritePartition<T, kHeadDim>(p, pl, part, write_partial, acc, red, m_s, l_s);
 }
 
 // Partitions walked with a grid-stride loop over grid.z; split-K writes stay
