@@ -99,7 +99,11 @@ absl::Status ReadStreamOptions(const nlohmann::json& body, OpenAiOptions* option
   if (!options->stream) {
     return InvalidParam("stream_options", "stream_options is only allowed when stream is true");
   }
-  return ReadBool(*stream_options, "include_usage", [&](bool v) { options->include_usage = v; });
+  const nlohmann::json* include_usage = FindField(*stream_options, "include_usage");
+  if (include_usage == nullptr) return absl::OkStatus();
+  if (!include_usage->is_boolean()) return TypeError("stream_options.include_usage", "a boolean");
+  options->include_usage = include_usage->get<bool>();
+  return absl::OkStatus();
 }
 
 absl::Status ReadEngineFields(const nlohmann::json& body, v1::GenerateRequest* request,
