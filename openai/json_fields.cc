@@ -58,25 +58,27 @@ absl::Status TypeError(absl::string_view name, absl::string_view expected) {
 
 absl::StatusOr<int64_t> AsInteger(const nlohmann::json& value, absl::string_view name, int64_t lo,
                                   int64_t hi) {
-  const absl::Status out_of_type =
-      TypeError(name, absl::StrCat("an integer in [", lo, ", ", hi, "]"));
+  auto out_of_type = [&] {
+    return TypeError(name, absl::StrCat("an integer in [", lo, ", ", hi, "]"));
+  };
   if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) return out_of_type;
+    if (u > static_cast<uint64_t>(hi)) return out_of_type();
     return static_cast<int64_t>(u);
   }
   if (value.is_number_integer()) {
     const int64_t i = value.get<int64_t>();
-    if (i < lo || i > hi) return out_of_type;
+    if (i < lo || i > hi) return out_of_type();
     return i;
   }
   if (value.is_number_float()) {
     const double d = value.get<double>();
-    // Both bounds as doubles: the comparison is exact for the int32 ranges used
-    // here and conservative for int64 ones.
-    if (!(std::trunc(d) == d && static_cast<double>(lo) <= d && d < static_cast<double>(hi))) {
-      return out_of_type;
-    }
+    // hi converts exactly while it is below 2^53 (the int32 and uint32 fields);
+    // int64's maximum rounds up to 2^63, which itself is out of range.
+    const double limit = static_cast<double>(hi);
+    const bool in_range =
+        static_cast<double>(lo) <= d && (hi < (int64_t{1} << 53) ? d <= limit : d < limit);
+    if (!(std::trunc(d) == d && in_range)) return out_of_type();
     return static_cast<int64_t>(d);
   }
   return TypeError(name, "an integer");

@@ -133,6 +133,12 @@ TEST(CompletionRequestTest, NullMeansUnsetAndUnknownFieldsAreIgnored) {
 
 TEST(CompletionRequestTest, IntegralFloatIsAnInteger) {
   EXPECT_EQ(Parse(R"({"prompt": "x", "max_tokens": 5.0})").prompts[0].stopping().max_tokens(), 5u);
+  EXPECT_EQ(Parse(R"({"prompt": "x", "priority": 2147483647.0})").prompts[0].priority(),
+            2147483647);
+  EXPECT_EQ(Parse(R"({"prompt": "x", "seed": -4.0})").prompts[0].sampling().seed(),
+            static_cast<uint64_t>(-4));
+  EXPECT_EQ(ParseError(R"({"prompt": "x", "seed": 1e300})").param, "seed");
+  EXPECT_EQ(ParseError(R"({"prompt": "x", "seed": 18446744073709551615})").param, "seed");
 }
 
 TEST(CompletionRequestTest, RangesAreLeftToTheValidator) {
