@@ -5,6 +5,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/types/optional.h"
 #include "nlohmann/json.hpp"
 
@@ -18,13 +19,10 @@ struct PathRewrite {
   absl::string_view openai_prefix;
 };
 
-// Longest prefixes first: the first match wins.
-constexpr PathRewrite kRewrites[] = {
+// Paths whose OpenAI name differs, at the start of a message.
+constexpr PathRewrite kLeadingRewrites[] = {
     {"prompt_token_ids.ids", "prompt"},
     {"messages.messages", "messages"},
-    {"sampling.logit_bias key", "logit_bias key"},
-    {"sampling.", ""},
-    {"stopping.", ""},
     {"truncate", "truncate_prompt_tokens"},
 };
 
@@ -37,17 +35,21 @@ std::string ParamOf(absl::string_view message) {
   return std::string(head);
 }
 
-// Rewrites the leading proto path of a validator message to OpenAI names.
+// Rewrites the proto paths of a validator message to OpenAI names: the
+// leading one, and any sampling./stopping. path it mentions later ("min_tokens
+// must be in [0, stopping.max_tokens]").
 std::string RewriteMessage(absl::string_view message, Endpoint endpoint) {
-  for (const PathRewrite& rewrite : kRewrites) {
+  std::string rewritten(message);
+  for (const PathRewrite& rewrite : kLeadingRewrites) {
     if (absl::StartsWith(message, rewrite.proto_prefix)) {
-      return absl::StrCat(rewrite.openai_prefix, message.substr(rewrite.proto_prefix.size()));
+      rewritten = absl::StrCat(rewrite.openai_prefix, message.substr(rewrite.proto_prefix.size()));
+      break;
     }
   }
   if (endpoint == Endpoint::kChatCompletions && absl::StartsWith(message, "logprobs ")) {
-    return absl::StrCat("top_logprobs", message.substr(8));
+    rewritten = absl::StrCat("top_logprobs", message.substr(8));
   }
-  return std::string(message);
+  return absl::StrReplaceAll(rewritten, {{"sampling.", ""}, {"stopping.", ""}});
 }
 
 OpenAiError InvalidRequest(const absl::Status& status, Endpoint endpoint) {

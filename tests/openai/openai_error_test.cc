@@ -28,6 +28,8 @@ TEST(OpenAiErrorTest, InvalidArgumentNamesTheOpenAiParameter) {
        "stop_token_ids[0] must be a token id"},
       {"prompt_token_ids.ids[1] must be a token id in [0, 10); got -1", "prompt",
        "prompt[1] must be a token id in [0, 10); got -1"},
+      {"stopping.min_tokens must be in [0, stopping.max_tokens] = [0, 2]; got 3", "min_tokens",
+       "min_tokens must be in [0, max_tokens] = [0, 2]; got 3"},
       {"prompt must not be empty", "prompt", "prompt must not be empty"},
       {"messages.messages[0].role must be one of system, user, assistant; got \"tool\"", "messages",
        "messages[0].role must be one of system, user, assistant; got \"tool\""},
