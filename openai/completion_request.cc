@@ -1,0 +1,79 @@
+#include "openai/completion_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "base/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "openai/json_fields.h"
+#include "openai/openai_error.h"
+#include "openai/request_fields.h"
+
+namespace loom::openai {
+namespace {
+
+constexpr absl::string_view kPromptShape =
+    "a string, an array of strings, an array of token ids or an array of token-id arrays";
+
+absl::StatusOr<v1::TokenIds> ReadTokenIds(const nlohmann::json& array) {
+  v1::TokenIds ids;
+  for (const nlohmann::json& id : array) {
+    LOOM_ASSIGN_OR_RETURN(const int64_t v,
+                          AsInteger(id, "prompt", std::numeric_limits<int32_t>::min(),
+                                    std::numeric_limits<int32_t>::max()));
+    ids.add_ids(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+// One GenerateRequest input per prompt; the shape is decided by the first element.
+absl::StatusOr<std::vector<v1::GenerateRequest>> ReadPrompts(const nlohmann::json& body) {
+  const nlohmann::json* prompt = FindField(body, "prompt");
+  if (prompt == nullptr) return InvalidParam("prompt", "prompt is required");
+  std::vector<v1::GenerateRequest> prompts;
+  if (prompt->is_string()) {
+    prompts.emplace_back().set_prompt(prompt->get<std::string>());
+    return prompts;
+  }
+  if (!prompt->is_array() || prompt->empty()) return TypeError("prompt", kPromptShape);
+  if (prompt->front().is_number()) {
+    LOOM_ASSIGN_OR_RETURN(*prompts.emplace_back().mutable_prompt_token_ids(),
+                          ReadTokenIds(*prompt));
+    return prompts;
+  }
+  const bool strings = prompt->front().is_string();
+  for (const nlohmann::json& item : *prompt) {
+    if (strings && item.is_string()) {
+      prompts.emplace_back().set_prompt(item.get<std::string>());
+    } else if (!strings && item.is_array()) {
+      LOOM_ASSIGN_OR_RETURN(*prompts.emplace_back().mutable_prompt_token_ids(), ReadTokenIds(item));
+    } else {
+      return TypeError("prompt", kPromptShape);
+    }
+  }
+  return prompts;
+}
+
+}  // namespace
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body) {
+  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseJsonObject(body));
+  CompletionRequest parsed;
+  v1::GenerateRequest shared;
+  LOOM_RETURN_IF_ERROR(ReadSharedFields(json, &shared, &parsed.options));
+  LOOM_RETURN_IF_ERROR(ReadBool(json, "echo", [&](bool v) { parsed.options.echo = v; }));
+  LOOM_RETURN_IF_ERROR(ReadInteger(json, "logprobs", std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max(), [&](int64_t v) {
+                                     shared.set_logprobs(static_cast<int32_t>(v));
+                                     parsed.options.logprobs = static_cast<int32_t>(v);
+                                   }));
+  LOOM_ASSIGN_OR_RETURN(parsed.prompts, ReadPrompts(json));
+  for (v1::GenerateRequest& request : parsed.prompts) {
+    // MergeFrom leaves the input oneof alone: `shared` never sets it.
+    request.MergeFrom(shared);
+  }
+  return parsed;
+}
+
+}  // namespace loom::openai

@@ -1,0 +1,69 @@
+#include "openai/completion_response.h"
+
+#include <utility>
+
+#include "openai/logprobs_json.h"
+#include "openai/response_json.h"
+#include "openai/sse.h"
+
+namespace loom::openai {
+namespace {
+
+constexpr char kObject[] = "text_completion";
+
+nlohmann::json ChoiceJson(const ResponseContext& context, uint32_t index, std::string text,
+                          const Logprobs& logprobs, size_t text_offset) {
+  nlohmann::json logprobs_json = nullptr;
+  if (context.options.logprobs.has_value()) {
+    logprobs_json = CompletionLogprobsJson(logprobs, context.token_text, text_offset);
+  }
+  return {{"index", index}, {"text", std::move(text)}, {"logprobs", std::move(logprobs_json)}};
+}
+
+}  // namespace
+
+std::string RenderCompletionResponse(const ResponseContext& context,
+                                     std::span<const v1::GenerateResponse> responses,
+                                     std::span<const std::string> echo_prompts) {
+  nlohmann::json body = Envelope(context, kObject);
+  nlohmann::json choices = nlohmann::json::array();
+  v1::Usage usage;
+  for (size_t p = 0; p < responses.size(); ++p) {
+    const std::string echo =
+        context.options.echo && p < echo_prompts.size() ? echo_prompts[p] : std::string();
+    for (const v1::Completion& completion : responses[p].completions()) {
+      const uint32_t index = static_cast<uint32_t>(p * context.options.n) + completion.index();
+      nlohmann::json choice =
+          ChoiceJson(context, index, echo + completion.text(), completion.logprobs(), echo.size());
+      choice["finish_reason"] = FinishReasonJson(completion.finish_reason());
+      choice["stop_reason"] = StopReasonJson(completion.stop_reason());
+      choices.push_back(std::move(choice));
+    }
+    AccumulateUsage(responses[p].usage(), &usage);
+  }
+  body["choices"] = std::move(choices);
+  body["usage"] = UsageJson(usage);
+  return Dump(body);
+}
+
+std::string RenderCompletionChunk(const ResponseContext& context,
+                                  const v1::GenerateStreamResponse& delta, uint32_t prompt_index,
+                                  size_t text_offset) {
+  nlohmann::json body = Envelope(context, kObject);
+  const uint32_t index = prompt_index * static_cast<uint32_t>(context.options.n) + delta.index();
+  nlohmann::json choice = ChoiceJson(context, index, delta.text(), delta.logprobs(), text_offset);
+  choice["finish_reason"] = FinishReasonJson(delta.finish_reason());
+  choice["stop_reason"] = StopReasonJson(delta.stop_reason());
+  body["choices"] = nlohmann::json::array({std::move(choice)});
+  if (context.options.include_usage) body["usage"] = nullptr;
+  return SseFrame(Dump(body));
+}
+
+std::string RenderCompletionUsageChunk(const ResponseContext& context, const v1::Usage& usage) {
+  nlohmann::json body = Envelope(context, kObject);
+  body["choices"] = nlohmann::json::array();
+  body["usage"] = UsageJson(usage);
+  return SseFrame(Dump(body));
+}
+
+}  // namespace loom::openai
