@@ -1,8 +1,7 @@
 // Prefix-cache keys. A full block is identified by a 128-bit hash chained over
 // its parent block's hash, its token ids and the request's cache salt, so equal
 // hashes mean equal whole prefixes, not just equal blocks.
-#ifndef LOOM_CACHE_BLOCK_HASH_H_
-#define LOOM_CACHE_BLOCK_HASH_H_
+#pragma once
 
 #include <cstdint>
 #include <span>
@@ -32,5 +31,3 @@ struct BlockHash {
                                         std::string_view cache_salt);
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_BLOCK_HASH_H_

@@ -1,7 +1,6 @@
 // Block ids name the fixed-size blocks of the paged KV pool. Block 0 is the
 // null block: it pads block tables and is never handed to a sequence.
-#ifndef LOOM_CACHE_BLOCK_ID_H_
-#define LOOM_CACHE_BLOCK_ID_H_
+#pragma once
 
 #include <cstdint>
 
@@ -11,5 +10,3 @@ using BlockId = int32_t;
 inline constexpr BlockId kNullBlockId = 0;
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_BLOCK_ID_H_

@@ -1,8 +1,7 @@
 // Bookkeeping for the KV pool's blocks: reference counts, the free queue in
 // eviction order, and the prefix index from a full block's hash to the block
 // that holds that prefix. It knows nothing of sequences; KvCacheManager does.
-#ifndef LOOM_CACHE_BLOCK_POOL_H_
-#define LOOM_CACHE_BLOCK_POOL_H_
+#pragma once
 
 #include <cstdint>
 #include <optional>
@@ -124,5 +123,3 @@ class BlockPool {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_BLOCK_POOL_H_

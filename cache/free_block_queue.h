@@ -4,8 +4,7 @@
 // touch many blocks ahead; taking a block out of the middle, as a prefix hit on
 // a free cached block does, costs O(1) and the queue never allocates after
 // construction.
-#ifndef LOOM_CACHE_FREE_BLOCK_QUEUE_H_
-#define LOOM_CACHE_FREE_BLOCK_QUEUE_H_
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -94,5 +93,3 @@ class FreeBlockQueue {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_FREE_BLOCK_QUEUE_H_

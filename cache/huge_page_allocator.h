@@ -2,8 +2,7 @@
 // records, free-queue links, prefix index). They are read at random block ids,
 // so with 4 KiB pages nearly every access also misses the TLB; arrays of 2 MiB
 // or more are aligned to 2 MiB and advised to use transparent huge pages.
-#ifndef LOOM_CACHE_HUGE_PAGE_ALLOCATOR_H_
-#define LOOM_CACHE_HUGE_PAGE_ALLOCATOR_H_
+#pragma once
 
 #include <sys/mman.h>
 
@@ -55,5 +54,3 @@ class HugePageAllocator {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_HUGE_PAGE_ALLOCATOR_H_

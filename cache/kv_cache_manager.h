@@ -30,8 +30,7 @@
 // Every block whose slots all lie below min(computed + hits + new,
 // token_ids.size()) is full once the step runs, so it is hashed and entered
 // into the prefix index right away.
-#ifndef LOOM_CACHE_KV_CACHE_MANAGER_H_
-#define LOOM_CACHE_KV_CACHE_MANAGER_H_
+#pragma once
 
 #include <cstdint>
 #include <optional>
@@ -207,5 +206,3 @@ class KvCacheManager {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_KV_CACHE_MANAGER_H_

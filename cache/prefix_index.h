@@ -3,8 +3,7 @@
 // block id) with linear probing at load <= 1/2, so that a lookup, an insert or
 // an eviction usually touches one cache line, which Prefetch can load ahead.
 // The full hash lives with the block, so callers pass a way to read it.
-#ifndef LOOM_CACHE_PREFIX_INDEX_H_
-#define LOOM_CACHE_PREFIX_INDEX_H_
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -83,5 +82,3 @@ class PrefixIndex {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_CACHE_PREFIX_INDEX_H_

@@ -17,21 +17,15 @@
 
 namespace {
 
-constexpr char kTokenizerJson[] =
-    R"({"added_tokens": [{"id": 5, "content": "<s>", "special": true},)"
-    R"( {"id": 6, "content": "</s>", "special": true}],)"
-    R"( "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},)"
-    R"( "model": {"type": "BPE", "vocab": {"H": 0, "e": 1, "l": 2, "o": 3, "He": 4,)"
-    R"( "<s>": 5, "</s>": 6}, "merges": [["H", "e"]]}})";
-
 loom::ModelLoadOptions HfDirectory(const uint8_t* data, size_t size) {
   const auto* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
   const size_t config_size = nul == nullptr ? size : static_cast<size_t>(nul - data);
   const std::string config = loom::fuzz::WriteScratchFile("config.json", data, config_size);
   const size_t rest = nul == nullptr ? 0 : size - config_size - 1;
   loom::fuzz::WriteScratchFile("model.safetensors", nul == nullptr ? data : nul + 1, rest);
-  loom::fuzz::WriteScratchFile("tokenizer.json", reinterpret_cast<const uint8_t*>(kTokenizerJson),
-                               sizeof(kTokenizerJson) - 1);
+  loom::fuzz::WriteScratchFile("tokenizer.json",
+                               reinterpret_cast<const uint8_t*>(loom::fuzz::kTokenizerJson.data()),
+                               loom::fuzz::kTokenizerJson.size());
   return {.path = std::filesystem::path(config).parent_path().string(),
           .load_format = "safetensors"};
 }

@@ -1,8 +1,7 @@
 // The scheduler's own record of a request and of its sequences (one per
 // sample): the token lists that grow as samples are produced, how far each
 // sequence's KV cache has caught up, and the key that orders it.
-#ifndef LOOM_SCHEDULER_REQUEST_H_
-#define LOOM_SCHEDULER_REQUEST_H_
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -143,5 +142,3 @@ struct Request {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_SCHEDULER_REQUEST_H_

@@ -49,8 +49,7 @@
 // themselves, each sampling with DeriveSampleSeed(seed, index). A request with
 // n samples needs n batch slots to be admitted. Sequence ids are
 // handle * kMaxSamplesPerRequest + index.
-#ifndef LOOM_SCHEDULER_SCHEDULER_H_
-#define LOOM_SCHEDULER_SCHEDULER_H_
+#pragma once
 
 #include <cstdint>
 #include <memory>
@@ -302,5 +301,3 @@ class Scheduler {
 };
 
 }  // namespace loom
-
-#endif  // LOOM_SCHEDULER_SCHEDULER_H_

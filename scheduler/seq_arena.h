@@ -8,8 +8,7 @@
 // to every call that takes or gives back memory. Thread-safe: memory is taken
 // and given back once per request, not per token, so a lock costs nothing
 // that matters.
-#ifndef LOOM_SCHEDULER_SEQ_ARENA_H_
-#define LOOM_SCHEDULER_SEQ_ARENA_H_
+#pragma once
 
 #include <array>
 #include <cstddef>
@@ -106,5 +105,3 @@ class TokenList {
 static_assert(sizeof(TokenList) == 16);
 
 }  // namespace loom
-
-#endif  // LOOM_SCHEDULER_SEQ_ARENA_H_

@@ -1,8 +1,7 @@
 // Token-based stopping rules, checked after every sampled token: EOS,
 // stop_token_ids, max_tokens and max_model_len. Stop strings need detokenized
 // text and are matched by the engine, which then calls Scheduler::FinishSeq.
-#ifndef LOOM_SCHEDULER_STOP_CHECKER_H_
-#define LOOM_SCHEDULER_STOP_CHECKER_H_
+#pragma once
 
 #include <algorithm>
 #include <cstdint>
@@ -90,5 +89,3 @@ struct StopBounds {
 }
 
 }  // namespace loom
-
-#endif  // LOOM_SCHEDULER_STOP_CHECKER_H_

@@ -2,8 +2,7 @@
 // measuring slot utilisation at peak occupancy: tokens whose KV is stored /
 // token slots in the blocks sequences hold. Shared by the slot utilisation
 // test and bench/cache_bench.cc, which reports the number.
-#ifndef LOOM_TESTS_CACHE_MIXED_WORKLOAD_H_
-#define LOOM_TESTS_CACHE_MIXED_WORKLOAD_H_
+#pragma once
 
 #include <cstdint>
 #include <deque>
@@ -134,5 +133,3 @@ inline SlotUtilisation RunMixedWorkload(const MixedWorkloadOptions& options) {
 }
 
 }  // namespace loom
-
-#endif  // LOOM_TESTS_CACHE_MIXED_WORKLOAD_H_

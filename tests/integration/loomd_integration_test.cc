@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "loom/v1/generation.grpc.pb.h"
 #include "tests/integration/loomd_process.h"
+#include "tests/integration/stream_call.h"
 #include "tools/loom/commands.h"
 
 namespace loom {
@@ -25,15 +26,6 @@ constexpr absl::Duration kCallTimeout = absl::Seconds(60);
 
 void SetDeadline(grpc::ClientContext& context) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-}
-
-v1::GenerateRequest Greedy(const std::string& prompt, uint32_t max_tokens) {
-  v1::GenerateRequest r;
-  r.set_prompt(prompt);
-  r.mutable_sampling()->set_temperature(0);
-  r.mutable_stopping()->set_max_tokens(max_tokens);
-  r.mutable_stopping()->set_ignore_eos(true);
-  return r;
 }
 
 HealthCheckResponse::ServingStatus CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
@@ -110,19 +102,21 @@ TEST_F(LoomdTest, InvalidRequestsNameTheFieldAndTheServerKeepsServing) {
   };
   std::vector<Case> cases;
   cases.push_back({v1::GenerateRequest(), "input must be set"});
-  cases.push_back({Greedy("hi", 4), "sampling.temperature must be in [0, 100]; got 250"});
+  cases.push_back(
+      {testing::GreedyRequest("hi", 4), "sampling.temperature must be in [0, 100]; got 250"});
   cases.back().request.mutable_sampling()->set_temperature(250);
-  cases.push_back({Greedy("hi", 4), "sampling.top_p must be in (0, 1]"});
+  cases.push_back({testing::GreedyRequest("hi", 4), "sampling.top_p must be in (0, 1]"});
   cases.back().request.mutable_sampling()->set_top_p(0);
-  cases.push_back({Greedy("hi", 4), "sampling.n must be in [1, 16]; got 40"});
+  cases.push_back({testing::GreedyRequest("hi", 4), "sampling.n must be in [1, 16]; got 40"});
   cases.back().request.mutable_sampling()->set_n(40);
-  cases.push_back({Greedy("hi", 4), "prompt_token_ids.ids[0] must be a token id in [0, 49152)"});
+  cases.push_back({testing::GreedyRequest("hi", 4),
+                   "prompt_token_ids.ids[0] must be a token id in [0, 49152)"});
   cases.back().request.mutable_prompt_token_ids()->add_ids(49152);
-  cases.push_back({Greedy("hi", 4), "stopping.max_tokens must be >= 1; got 0"});
+  cases.push_back({testing::GreedyRequest("hi", 4), "stopping.max_tokens must be >= 1; got 0"});
   cases.back().request.mutable_stopping()->set_max_tokens(0);
-  cases.push_back({Greedy("hi", 4), "logprobs must be in [0, 20]; got 21"});
+  cases.push_back({testing::GreedyRequest("hi", 4), "logprobs must be in [0, 20]; got 21"});
   cases.back().request.set_logprobs(21);
-  cases.push_back({Greedy(std::string(3000, 'x'), 4), "max_model_len is 512"});
+  cases.push_back({testing::GreedyRequest(std::string(3000, 'x'), 4), "max_model_len is 512"});
   for (const Case& c : cases) {
     grpc::ClientContext context;
     SetDeadline(context);
@@ -135,7 +129,7 @@ TEST_F(LoomdTest, InvalidRequestsNameTheFieldAndTheServerKeepsServing) {
   SetDeadline(context);
   v1::GenerateResponse response;
   const grpc::Status status =
-      stub_->Generate(&context, Greedy("The capital of France is", 3), &response);
+      stub_->Generate(&context, testing::GreedyRequest("The capital of France is", 3), &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(response.completions_size(), 1);
   EXPECT_EQ(response.completions(0).token_ids_size(), 3);
@@ -144,7 +138,7 @@ TEST_F(LoomdTest, InvalidRequestsNameTheFieldAndTheServerKeepsServing) {
 
 TEST_F(LoomdTest, StreamingMatchesTheUnaryResult) {
   constexpr uint32_t kTokens = 8;
-  const v1::GenerateRequest request = Greedy("Once upon a time", kTokens);
+  const v1::GenerateRequest request = testing::GreedyRequest("Once upon a time", kTokens);
   grpc::ClientContext unary_context;
   SetDeadline(unary_context);
   v1::GenerateResponse unary;
@@ -191,7 +185,7 @@ TEST_F(LoomdTest, CliGenerateStreamsText) {
 }
 
 TEST_F(LoomdTest, CancellingAStreamAbortsTheRequestInTheEngine) {
-  v1::GenerateRequest request = Greedy("Count slowly: one, two,", 400);
+  v1::GenerateRequest request = testing::GreedyRequest("Count slowly: one, two,", 400);
   request.set_request_id("cancel-me");
   grpc::ClientContext context;
   SetDeadline(context);
@@ -209,7 +203,8 @@ TEST_F(LoomdTest, CancellingAStreamAbortsTheRequestInTheEngine) {
   grpc::ClientContext next_context;
   SetDeadline(next_context);
   v1::GenerateResponse response;
-  const grpc::Status status = stub_->Generate(&next_context, Greedy("Next", 2), &response);
+  const grpc::Status status =
+      stub_->Generate(&next_context, testing::GreedyRequest("Next", 2), &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
@@ -232,7 +227,8 @@ TEST(LoomdDrainTest, SigtermDrainsAndExitsZero) {
   constexpr uint32_t kTokens = 24;
   grpc::ClientContext context;
   SetDeadline(context);
-  auto in_flight = stub->GenerateStream(&context, Greedy("The history of Rome", kTokens));
+  auto in_flight =
+      stub->GenerateStream(&context, testing::GreedyRequest("The history of Rome", kTokens));
   v1::GenerateStreamResponse message;
   ASSERT_TRUE(in_flight->Read(&message));
   int tokens = message.token_ids_size();
@@ -244,7 +240,8 @@ TEST(LoomdDrainTest, SigtermDrainsAndExitsZero) {
   grpc::ClientContext late_context;
   SetDeadline(late_context);
   v1::GenerateResponse late;
-  const grpc::Status rejected = stub->Generate(&late_context, Greedy("late", 2), &late);
+  const grpc::Status rejected =
+      stub->Generate(&late_context, testing::GreedyRequest("late", 2), &late);
   EXPECT_EQ(rejected.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(rejected.error_message(), HasSubstr("shutting down"));
 

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "loom/v1/generation.grpc.pb.h"
 #include "tests/integration/loomd_process.h"
+#include "tests/integration/shared_loomd_test.h"
 #include "tests/reliability/metrics_client.h"
 
 namespace loom {
@@ -32,31 +33,14 @@ constexpr int kStreamBufferBytes = 8192;
 constexpr int kMaxModelLen = 2048;
 constexpr int kDefaultReceiveBytes = 16 << 20;
 
-class LimitsTest : public ::testing::Test {
+class LimitsTest : public testing::SharedLoomdTest<LimitsTest> {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<testing::LoomdProcess>> started = testing::LoomdProcess::Start(
-        {absl::StrCat("--max_model_len=", kMaxModelLen), "--kv_cache_bytes=268435456",
-         "--max_num_seqs=64", absl::StrCat("--max_stream_buffer_bytes=", kStreamBufferBytes),
-         "--stream_buffer_grace=1s", "--max_stop_token_ids=8"});
-    ASSERT_TRUE(started.ok()) << started.status();
-    loomd_ = started->release();
-    const std::optional<int> port = testing::HttpPortFromLog(loomd_->log());
-    ASSERT_TRUE(port.has_value()) << loomd_->log();
-    http_port_ = *port;
+    StartLoomd({absl::StrCat("--max_model_len=", kMaxModelLen), "--kv_cache_bytes=268435456",
+                "--max_num_seqs=64", absl::StrCat("--max_stream_buffer_bytes=", kStreamBufferBytes),
+                "--stream_buffer_grace=1s", "--max_stop_token_ids=8"});
   }
-  static void TearDownTestSuite() {
-    delete loomd_;
-    loomd_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(loomd_, nullptr); }
-
-  static testing::LoomdProcess* loomd_;
-  static int http_port_;
 };
-
-testing::LoomdProcess* LimitsTest::loomd_ = nullptr;
-int LimitsTest::http_port_ = 0;
 
 void SetDeadline(grpc::ClientContext& context) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
@@ -120,7 +104,7 @@ TEST_F(LimitsTest, FieldOverItsLimitIsInvalidArgumentAndEveryCallIsLogged) {
 
 TEST_F(LimitsTest, SixtyFourStreamsThatAreNeverReadAreAbortedWithBoundedMemory) {
   absl::StatusOr<testing::ServerLoad> before =
-      testing::WaitUntilIdle(http_port_, absl::Seconds(60));
+      testing::WaitUntilIdle(loomd_->http_port(), absl::Seconds(60));
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_TRUE(before->idle());
 
@@ -156,7 +140,7 @@ TEST_F(LimitsTest, SixtyFourStreamsThatAreNeverReadAreAbortedWithBoundedMemory) 
   bool busy_seen = false;
   const absl::Time deadline = absl::Now() + absl::Seconds(180);
   while (absl::Now() < deadline) {
-    load = testing::ReadLoad(http_port_);
+    load = testing::ReadLoad(loomd_->http_port());
     ASSERT_TRUE(load.ok()) << load.status();
     peak_rss = std::max(peak_rss, load->rss_bytes);
     busy_seen = busy_seen || load->running > 0;

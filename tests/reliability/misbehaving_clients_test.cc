@@ -21,6 +21,8 @@
 #include "gtest/gtest.h"
 #include "loom/v1/generation.grpc.pb.h"
 #include "tests/integration/loomd_process.h"
+#include "tests/integration/shared_loomd_test.h"
+#include "tests/integration/stream_call.h"
 #include "tests/reliability/metrics_client.h"
 #include "tools/bench/runner.h"
 
@@ -31,38 +33,10 @@ namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(240);
 
-class MisbehavingClientsTest : public ::testing::Test {
+class MisbehavingClientsTest : public testing::SharedLoomdTest<MisbehavingClientsTest> {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<testing::LoomdProcess>> started =
-        testing::LoomdProcess::Start({"--max_num_seqs=8", "--max_queued_requests=2048"});
-    ASSERT_TRUE(started.ok()) << started.status();
-    loomd_ = started->release();
-    const std::optional<int> port = testing::HttpPortFromLog(loomd_->log());
-    ASSERT_TRUE(port.has_value()) << loomd_->log();
-    http_port_ = *port;
-  }
-  static void TearDownTestSuite() {
-    delete loomd_;
-    loomd_ = nullptr;
-  }
-  void SetUp() override { ASSERT_NE(loomd_, nullptr); }
-
-  static testing::LoomdProcess* loomd_;
-  static int http_port_;
+  static void SetUpTestSuite() { StartLoomd({"--max_num_seqs=8", "--max_queued_requests=2048"}); }
 };
-
-testing::LoomdProcess* MisbehavingClientsTest::loomd_ = nullptr;
-int MisbehavingClientsTest::http_port_ = 0;
-
-v1::GenerateRequest Request(const std::string& prompt, uint32_t max_tokens) {
-  v1::GenerateRequest r;
-  r.set_prompt(prompt);
-  r.mutable_sampling()->set_temperature(0);
-  r.mutable_stopping()->set_max_tokens(max_tokens);
-  r.mutable_stopping()->set_ignore_eos(true);
-  return r;
-}
 
 void SetDeadline(grpc::ClientContext& context) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
@@ -82,7 +56,8 @@ TEST_F(MisbehavingClientsTest, StreamThatIsNotReadDoesNotStallOthers) {
   // 20 alternatives per token make each message a few hundred bytes, so the
   // output is many times the window.
   constexpr int kSlowTokens = 120;
-  v1::GenerateRequest slow_request = Request("Write a long story about a lighthouse.", kSlowTokens);
+  v1::GenerateRequest slow_request =
+      testing::GreedyRequest("Write a long story about a lighthouse.", kSlowTokens);
   slow_request.set_logprobs(20);
   grpc::ClientContext slow_context;
   SetDeadline(slow_context);
@@ -95,7 +70,7 @@ TEST_F(MisbehavingClientsTest, StreamThatIsNotReadDoesNotStallOthers) {
   constexpr uint32_t kOtherTokens = 24;
   std::vector<v1::GenerateRequest> others;
   for (int i = 0; i < kOthers; ++i) {
-    others.push_back(Request(absl::StrCat("Count to ", i), kOtherTokens));
+    others.push_back(testing::GreedyRequest(absl::StrCat("Count to ", i), kOtherTokens));
   }
   const bench::RunResult result =
       bench::RunRequests(*stub, others, std::vector<double>(kOthers, 0.0), 0);
@@ -117,7 +92,8 @@ TEST_F(MisbehavingClientsTest, StreamThatIsNotReadDoesNotStallOthers) {
   EXPECT_EQ(tokens, kSlowTokens);
   EXPECT_EQ(logprobs, kSlowTokens);
   std::cout << "slow reader: " << kSlowTokens << " tokens arrived in " << messages << " messages\n";
-  absl::StatusOr<testing::ServerLoad> load = testing::WaitUntilIdle(http_port_, absl::Seconds(30));
+  absl::StatusOr<testing::ServerLoad> load =
+      testing::WaitUntilIdle(loomd_->http_port(), absl::Seconds(30));
   ASSERT_TRUE(load.ok()) << load.status();
   EXPECT_TRUE(load->idle());
 }
@@ -150,7 +126,7 @@ TEST_F(MisbehavingClientsTest, ClientThatOpensAThousandStreamsAndDiesLeaksNothin
   absl::StatusOr<testing::ServerLoad> load;
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
   while (absl::Now() < deadline) {
-    load = testing::ReadLoad(http_port_);
+    load = testing::ReadLoad(loomd_->http_port());
     if (load.ok() && load->running + load->waiting >= kStreams) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -164,7 +140,7 @@ TEST_F(MisbehavingClientsTest, ClientThatOpensAThousandStreamsAndDiesLeaksNothin
   int wait_status = 0;
   ASSERT_EQ(waitpid(client, &wait_status, 0), client);
 
-  load = testing::WaitUntilIdle(http_port_, absl::Seconds(60));
+  load = testing::WaitUntilIdle(loomd_->http_port(), absl::Seconds(60));
   ASSERT_TRUE(load.ok()) << load.status();
   std::cout << "after the kill: running " << load->running << ", waiting " << load->waiting
             << ", used KV blocks " << load->used_blocks << "\n";

@@ -3,8 +3,7 @@
 // schedule of the same requests yields the same tokens. It also keeps a fake
 // KV cache (one fingerprint of the prefix per slot) and fails the test when a
 // plan reads a slot that does not hold what the sequence computed there.
-#ifndef LOOM_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
-#define LOOM_TESTS_SCHEDULER_FAKE_EXECUTOR_H_
+#pragma once
 
 #include <cstdint>
 #include <functional>
@@ -50,5 +49,3 @@ class FakeExecutor {
 };
 
 }  // namespace loom::testing
-
-#endif  // LOOM_TESTS_SCHEDULER_FAKE_EXECUTOR_H_

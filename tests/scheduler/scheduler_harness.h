@@ -1,7 +1,6 @@
 // Drives a Scheduler with a FakeExecutor and an injected clock, one step at a
 // time, and records what each sample produced and a timeline of the plans.
-#ifndef LOOM_TESTS_SCHEDULER_SCHEDULER_HARNESS_H_
-#define LOOM_TESTS_SCHEDULER_SCHEDULER_HARNESS_H_
+#pragma once
 
 #include <cstdint>
 #include <functional>
@@ -85,5 +84,3 @@ class SchedulerHarness {
 };
 
 }  // namespace loom::testing
-
-#endif  // LOOM_TESTS_SCHEDULER_SCHEDULER_HARNESS_H_
