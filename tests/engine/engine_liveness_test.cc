@@ -64,36 +64,34 @@ TEST_F(EngineTest, LongStepThatAdvancesIsNotStalled) {
   ASSERT_TRUE(sink->WaitFinished());
 }
 
-TEST_F(EngineTest, AbortAtTheDeadlineCountsAsDeadline) {
+class EngineAbortTest : public EngineTest {
+ protected:
+  // Submits a request with a 10 s deadline, aborts it `abort_after` later
+  // while its step 3 is paused, and returns the status it ends with.
+  absl::StatusCode AbortAfter(absl::Duration abort_after) {
+    StartEngine();
+    executor().PauseAtStep(3);
+    auto sink = std::make_shared<RecordingSink>();
+    RequestParams params = Prompt({10}, 50);
+    params.deadline = clock_.Now() + absl::Seconds(10);
+    const RequestHandle handle = SubmitOk(params, sink);
+    executor().WaitUntilPaused();
+    clock_.Advance(abort_after);
+    engine_->Abort(handle);
+    executor().Release();
+    EXPECT_TRUE(sink->WaitFinished());
+    return sink->final_output().status.code();
+  }
+};
+
+TEST_F(EngineAbortTest, AbortAtTheDeadlineCountsAsDeadline) {
   // The client's cancellation for its deadline reaches the engine before the
   // engine's own expiry does.
-  StartEngine();
-  executor().PauseAtStep(3);
-  auto sink = std::make_shared<RecordingSink>();
-  RequestParams params = Prompt({10}, 50);
-  params.deadline = clock_.Now() + absl::Seconds(10);
-  const RequestHandle handle = SubmitOk(params, sink);
-  executor().WaitUntilPaused();
-  clock_.Advance(absl::Seconds(10));
-  engine_->Abort(handle);
-  executor().Release();
-  ASSERT_TRUE(sink->WaitFinished());
-  EXPECT_EQ(sink->final_output().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(AbortAfter(absl::Seconds(10)), absl::StatusCode::kDeadlineExceeded);
 }
 
-TEST_F(EngineTest, AbortBeforeTheDeadlineIsCancelled) {
-  StartEngine();
-  executor().PauseAtStep(3);
-  auto sink = std::make_shared<RecordingSink>();
-  RequestParams params = Prompt({10}, 50);
-  params.deadline = clock_.Now() + absl::Seconds(10);
-  const RequestHandle handle = SubmitOk(params, sink);
-  executor().WaitUntilPaused();
-  clock_.Advance(absl::Seconds(5));
-  engine_->Abort(handle);
-  executor().Release();
-  ASSERT_TRUE(sink->WaitFinished());
-  EXPECT_EQ(sink->final_output().status.code(), absl::StatusCode::kCancelled);
+TEST_F(EngineAbortTest, AbortBeforeTheDeadlineIsCancelled) {
+  EXPECT_EQ(AbortAfter(absl::Seconds(5)), absl::StatusCode::kCancelled);
 }
 
 TEST(TestFaultTest, ParsesBothFormsAndRejectsOthers) {

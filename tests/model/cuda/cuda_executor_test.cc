@@ -92,14 +92,20 @@ class Pair {
 
 using Kernel = kernels::cuda::AttentionKernel;
 // (tiny model, decode attention kernel)
-class CudaExecutorGoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kernel>> {};
+class CudaExecutorGoldenTest : public ::testing::TestWithParam<std::tuple<std::string, Kernel>> {
+ protected:
+  // The parameter's tiny golden model. The GPU bundle runs from another
+  // checkout: LOOM_FIXTURES_DIR overrides the build's path.
+  static std::string ModelDir() {
+    const char* fixtures = std::getenv("LOOM_FIXTURES_DIR");
+    return std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) + "/tiny/" +
+           std::get<0>(GetParam());
+  }
+};
 
 TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
   LOOM_REQUIRE_GPU_OR_SKIP();
-  // The GPU bundle runs from another checkout: LOOM_FIXTURES_DIR overrides the build's path.
-  const char* fixtures = std::getenv("LOOM_FIXTURES_DIR");
-  const std::string dir = std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) +
-                          "/tiny/" + std::get<0>(GetParam());
+  const std::string dir = ModelDir();
   absl::StatusOr<ModelConfig> config = ConfigFromJson(dir + "/config.json");
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<std::unique_ptr<WeightStore>> weights = LoadSafetensorsDir(dir);
@@ -156,9 +162,7 @@ TEST_P(CudaExecutorGoldenTest, MatchesCpuExecutor) {
 // executor reports the limits it was sized for and runs the step.
 TEST_P(CudaExecutorGoldenTest, WorstCaseSamplingStepRuns) {
   LOOM_REQUIRE_GPU_OR_SKIP();
-  const char* fixtures = std::getenv("LOOM_FIXTURES_DIR");
-  const std::string dir = std::string(fixtures != nullptr ? fixtures : LOOM_FIXTURES_DIR) +
-                          "/tiny/" + std::get<0>(GetParam());
+  const std::string dir = ModelDir();
   absl::StatusOr<ModelConfig> config = ConfigFromJson(dir + "/config.json");
   ASSERT_TRUE(config.ok()) << config.status();
   LoadedModel model;
