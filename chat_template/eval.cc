@@ -329,7 +329,7 @@ absl::StatusOr<Value> Renderer::EvalFilterOrTest(const Expr& e) {
   LOOM_ASSIGN_OR_RETURN(const Kwargs kwargs, EvalKwargs(e));
   if (e.kind == Expr::Kind::kFilter) return ApplyFilter(e.name, args, kwargs);
   LOOM_ASSIGN_OR_RETURN(const bool result, ApplyTest(e.name, args));
-  return Value(result != e.negated);
+  return absl::StatusOr<Value>(absl::in_place, result != e.negated);
 }
 
 absl::StatusOr<Value> Renderer::EvalUnary(const Expr& e) {
