@@ -46,7 +46,7 @@ class GenerateReactorBase : public GrpcReactor {
 
   void OnDone() override {
     ReactorAcquire();
-    sink_->Detach();
+    if (sink_ != nullptr) sink_->Detach();
     // A callback that returned without finishing released mu_ last.
     { MutexLock lock(mu_); }
     delete static_cast<Derived*>(this);
@@ -63,13 +63,15 @@ class GenerateReactorBase : public GrpcReactor {
         recorder_(recorder),
         options_(options),
         request_id_(std::move(request_id)),
-        method_(method),
-        sink_(std::make_shared<Sink>(static_cast<Derived*>(this))) {}
+        method_(method) {}
 
-  // Submits params to the backend and keeps the handle. On a submit error logs
-  // the rejection and returns the error; the caller then marks the call
+  // Makes the sink and submits params to the backend with it, keeping the
+  // handle; Derived's constructor calls it once (the sink points at Derived,
+  // which exists only from Derived's constructor body on). On a submit error
+  // logs the rejection and returns the error; the caller then marks the call
   // finished and calls FinishWith.
   absl::Status SubmitToBackend(RequestParams params) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    sink_ = std::make_shared<Sink>(static_cast<Derived*>(this));
     absl::StatusOr<GenerationBackend::Handle> handle = backend_.Submit(std::move(params), sink_);
     if (!handle.ok()) {
       LogLine(absl::StrCat("request ", request_id_, " rejected: ", handle.status().ToString()));
@@ -104,7 +106,7 @@ class GenerateReactorBase : public GrpcReactor {
   // afterwards, so read without mu_.
   std::optional<GenerationBackend::Handle> handle_;
   Mutex mu_;
-  std::shared_ptr<Sink> sink_;
+  std::shared_ptr<Sink> sink_;  // set by SubmitToBackend, in Derived's constructor
 };
 
 }  // namespace loom
