@@ -61,6 +61,18 @@ class TsanReportsTest(unittest.TestCase):
         self.assertIn("HealthWatch::Poke", report)
         self.assertFalse(tsan_reports.is_foreign_race(report))
 
+    def test_a_string_the_library_wrote_and_frees_is_ignored(self):
+        report = only_report(read("grpc_freed_string.txt"))
+        self.assertIn("operator delete", report)
+        self.assertTrue(tsan_reports.is_foreign_race(report))
+
+    def test_a_freed_string_loom_wrote_through_inline_code_fails(self):
+        report = only_report(read("grpc_freed_string.txt")).replace(
+            "    #3 SetUp ../../tests/integration/loomd_integration_test.cc:66",
+            INLINE_RESIZE + "    #4 SetUp ../../tests/integration/loomd_integration_test.cc:66", 1)
+        self.assertIn("::resize(", report)
+        self.assertFalse(tsan_reports.is_foreign_race(report))
+
     def test_allocation_stack_is_the_heap_block_frames(self):
         stack = tsan_reports.allocation_stack(only_report(read("grpc_status_string.txt")))
         self.assertTrue(stack[0].lstrip().startswith("#0 operator new"))
