@@ -12,7 +12,6 @@
 #include "model/config.h"
 #include "tokenizer/tokenizer.h"
 
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   (void)loom::ConfigFromJsonString(text);
