@@ -130,6 +130,10 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
                                   : started_      ? "engine is draining"
                                                   : "engine is not started");
   }
+  if (params.prompt_logprobs >= 0 && !geometry_.prompt_logprobs) {
+    return absl::UnimplementedError(
+        absl::StrCat("prompt_logprobs is not supported on the ", geometry_.device, " executor"));
+  }
   const int32_t num_queued = num_waiting_ + inbox_submits_;
   const int32_t limit = config_.scheduler.max_queued_requests;
   if (num_queued >= limit) {

@@ -21,6 +21,10 @@ void OutputProcessor::Add(RequestId id, RequestHandle handle, const RequestParam
   request.sink = std::move(sink);
   request.stopping = params.stopping;
   request.want_logprobs = params.sampling.num_logprobs >= 0;
+  if (params.prompt_logprobs >= 0 && !params.prompt_token_ids.empty()) {
+    request.prompt_logprobs.resize(params.prompt_token_ids.size() - 1);
+    request.prompt_logprobs_pending = true;
+  }
   request.arrival_time = params.arrival_time;
   request.usage.prompt_tokens = static_cast<uint32_t>(params.prompt_token_ids.size());
   const int32_t n = std::max(params.n, 1);
@@ -53,6 +57,8 @@ OutputProcessor::StepOutcome OutputProcessor::ProcessStep(const UpdateOutput& up
     usage.cached_prompt_tokens = static_cast<uint32_t>(started.num_cached_prompt_tokens);
     outcome.num_started_prompt_tokens += usage.prompt_tokens;
   }
+
+  for (const PromptLogprobsUpdate& prompt : update.prompt_logprobs) StorePromptLogprobs(prompt);
 
   absl::flat_hash_map<std::pair<RequestHandle, uint32_t>, const FinishedSeq*> finishes;
   for (const FinishedSeq& finished : update.finished) {
@@ -108,6 +114,18 @@ OutputProcessor::StepOutcome OutputProcessor::ProcessStep(const UpdateOutput& up
   return outcome;
 }
 
+void OutputProcessor::StorePromptLogprobs(const PromptLogprobsUpdate& update) {
+  auto it = requests_.find(update.handle);
+  if (it == requests_.end() || !it->second.prompt_logprobs_pending) return;
+  std::vector<TokenLogprobs>& stored = it->second.prompt_logprobs;
+  for (size_t i = 0; i < update.entries.size(); ++i) {
+    const size_t slot = static_cast<size_t>(update.first_position - 1) + i;
+    if (slot >= stored.size()) break;
+    const PromptTokenLogprob& entry = update.entries[i];
+    stored[slot] = TokenLogprobs{entry.token_id, entry.logprob, entry.top};
+  }
+}
+
 void OutputProcessor::AppendToken(Request& request, const NewToken& token,
                                   const FinishedSeq* finish, absl::Time now, RequestOutput& output,
                                   std::vector<SampleRef>& stop_string_ends) {
@@ -116,6 +134,10 @@ void OutputProcessor::AppendToken(Request& request, const NewToken& token,
   ++sample.num_tokens;
   ++request.usage.completion_tokens;
   delta.token_ids.push_back(token.token_id);
+  if (request.prompt_logprobs_pending) {
+    output.prompt_logprobs = std::move(request.prompt_logprobs);
+    request.prompt_logprobs_pending = false;
+  }
   if (request.want_logprobs) delta.logprobs.push_back({token.token_id, token.logprob, token.top});
   if (!request.first_token_time) request.first_token_time = now;
   if (sample.num_tokens > 1) {

@@ -96,6 +96,10 @@ class OutputProcessor {
     std::shared_ptr<OutputSink> sink;
     StoppingParams stopping;
     bool want_logprobs = false;
+    // Filled by position as the prompt is computed (a recomputation after
+    // preemption overwrites), handed out with the first token.
+    std::vector<TokenLogprobs> prompt_logprobs;
+    bool prompt_logprobs_pending = false;
     absl::Time arrival_time;
     std::optional<absl::Time> first_token_time;
     std::vector<Sample> samples;
@@ -108,6 +112,7 @@ class OutputProcessor {
   // stop_string_ends.
   void AppendToken(Request& request, const NewToken& token, const FinishedSeq* finish,
                    absl::Time now, RequestOutput& output, std::vector<SampleRef>& stop_string_ends);
+  void StorePromptLogprobs(const PromptLogprobsUpdate& update);
   static SampleDelta& DeltaFor(RequestOutput& output, uint32_t index);
   static void EndSample(Request& request, Sample& sample, SampleDelta& delta, FinishReason reason,
                         std::string stop_reason);

@@ -39,6 +39,10 @@ struct Usage {
 
 struct RequestOutput {
   std::vector<SampleDelta> samples;
+  // When prompt logprobs were requested: set once, on the first output that
+  // carries tokens, with one entry per prompt token after the first
+  // (entries[i] is about prompt token i + 1).
+  std::vector<TokenLogprobs> prompt_logprobs;
   // Set on the last output of the request. status is OK when every sample
   // finished (stop, length); otherwise it says why the request ended:
   // CANCELLED (aborted), DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (queue full),

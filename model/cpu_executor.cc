@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -18,6 +20,31 @@ constexpr int64_t kMaxDefaultKvBytes = int64_t{4} << 30;
 int64_t DefaultKvBudget() {
   const int64_t available = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   return std::min(kMaxDefaultKvBytes, available / 4);
+}
+
+// The raw model logprob of target and the top k alternatives (best first,
+// lower id first on ties) from one row of logits: log_softmax, nothing else.
+PromptTokenLogprob ScoreRow(const float* logits, int32_t vocab_size, int32_t target, int32_t k,
+                            std::vector<int32_t>& order) {
+  const float max = *std::max_element(logits, logits + vocab_size);
+  double sum = 0;
+  for (int32_t v = 0; v < vocab_size; ++v) sum += std::exp(static_cast<double>(logits[v] - max));
+  const double lse = static_cast<double>(max) + std::log(sum);
+  PromptTokenLogprob out;
+  out.token_id = target;
+  out.logprob = static_cast<float>(logits[target] - lse);
+  k = std::min(k, vocab_size);
+  if (k <= 0) return out;
+  order.resize(vocab_size);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [logits](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  out.top.reserve(k);
+  for (int32_t i = 0; i < k; ++i) {
+    out.top.push_back({order[i], static_cast<float>(logits[order[i]] - lse)});
+  }
+  return out;
 }
 
 }  // namespace
@@ -88,6 +115,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   g.block_size = kv_.block_size;
   g.max_model_len = max_model_len_;
   g.device = "cpu";
+  g.prompt_logprobs = true;
   // The conversion dtype: with auto it names the weights that are not kept
   // in ggml blocks (weights() tells which are).
   g.dtype = LinearDTypeName(dtype_);
@@ -97,6 +125,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
 absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
   batch_.Clear();
   sample_seqs_.clear();
+  prompt_rows_.clear();
   int32_t max_blocks = 0;
   for (const ScheduledSeq& seq : plan.seqs) {
     max_blocks = std::max(max_blocks, static_cast<int32_t>(seq.block_table.size()));
@@ -130,6 +159,8 @@ absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
       batch_.positions.push_back(p);
       batch_.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
     }
+    if (seq.num_prompt_logprobs >= 0)
+      AddPromptRows(seq, batch_.num_tokens() - seq.num_scheduled_tokens);
     batch_.query_start.push_back(batch_.num_tokens());
     batch_.context_lens.push_back(end);
     if (seq.sample) {
@@ -141,7 +172,38 @@ absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
       sample_seqs_.push_back(&seq);
     }
   }
+  // After every sampling row, so that the sampler sees its rows first.
+  for (const PromptRow& row : prompt_rows_) {
+    batch_.logit_rows.push_back(row.token_row);
+  }
   return absl::OkStatus();
+}
+
+void CpuExecutor::AddPromptRows(const ScheduledSeq& seq, int32_t first_row) {
+  const int32_t end =
+      std::min(seq.num_computed_tokens + seq.num_scheduled_tokens, seq.num_prompt_tokens - 1);
+  for (int32_t p = seq.num_computed_tokens; p < end; ++p) {
+    prompt_rows_.push_back({&seq, p, first_row + (p - seq.num_computed_tokens)});
+  }
+}
+
+std::vector<PromptLogprobsChunk> CpuExecutor::ScorePromptRows() const {
+  std::vector<PromptLogprobsChunk> chunks;
+  std::vector<int32_t> order;
+  const int32_t vocab = config_.vocab_size;
+  const size_t first = sample_seqs_.size();
+  for (size_t r = 0; r < prompt_rows_.size(); ++r) {
+    const PromptRow& row = prompt_rows_[r];
+    if (chunks.empty() || chunks.back().seq_id != row.seq->seq_id) {
+      chunks.push_back(
+          {.seq_id = row.seq->seq_id, .first_position = row.position + 1, .entries = {}});
+    }
+    const float* logits = &logits_[(first + r) * static_cast<size_t>(vocab)];
+    chunks.back().entries.push_back(ScoreRow(logits, vocab,
+                                             row.seq->all_token_ids[row.position + 1],
+                                             row.seq->num_prompt_logprobs, order));
+  }
+  return chunks;
 }
 
 absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
@@ -149,6 +211,10 @@ absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
   if (plan.seqs.empty()) return result;
   LOOM_RETURN_IF_ERROR(BuildBatch(plan));
   forward_->Run(batch_, kv_, *pool_, logits_, [this] { NoteProgress(); });
+  if (!prompt_rows_.empty()) {
+    result.prompt_logprobs = ScorePromptRows();
+    logits_.resize(sample_seqs_.size() * static_cast<size_t>(config_.vocab_size));
+  }
   if (!sample_seqs_.empty()) {
     LOOM_ASSIGN_OR_RETURN(result.sampled,
                           sampler_.Sample(sample_seqs_, logits_, sampling_limits_, *pool_));

@@ -36,6 +36,9 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const ModelConfig& config, int32_t threads, LinearDType dtype);
   // Packs the plan into batch_; INTERNAL when the plan breaks its contract.
   absl::Status BuildBatch(const StepPlan& plan);
+  void AddPromptRows(const ScheduledSeq& seq, int32_t first_row);
+  // Scores prompt_rows_ from the logits after the sampling rows.
+  std::vector<PromptLogprobsChunk> ScorePromptRows() const;
 
   ModelConfig config_;
   LinearDType dtype_;  // kFloat32 or kBFloat16: what weights not kept quantized become
@@ -46,6 +49,13 @@ class CpuExecutor final : public Executor {
   int32_t max_model_len_ = 0;
   ForwardBatch batch_;
   std::vector<const ScheduledSeq*> sample_seqs_;
+  // Logit rows past the sampling ones: prompt positions to score.
+  struct PromptRow {
+    const ScheduledSeq* seq;
+    int32_t position;   // scores prompt token position + 1
+    int32_t token_row;  // in the batch
+  };
+  std::vector<PromptRow> prompt_rows_;
   std::vector<float> logits_;
   SamplingRowLimits sampling_limits_;
   Sampler sampler_;

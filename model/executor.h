@@ -23,6 +23,9 @@ struct ExecutorGeometry {
   // budgets must fit them (Engine::Start checks).
   int32_t max_num_seqs = 0;
   int32_t max_num_batched_tokens = 0;
+  // Whether Execute honours ScheduledSeq::num_prompt_logprobs; the engine
+  // refuses requests for prompt logprobs otherwise.
+  bool prompt_logprobs = false;
 };
 
 class Executor {

@@ -129,6 +129,9 @@ struct Request {
   int32_t num_prompt_tokens = 0;
   StoppingParams stopping;
   std::string cache_salt;
+  // RequestParams::prompt_logprobs: when >= 0 every prompt position is
+  // computed (no prefix-cache hit) and scored by the executor.
+  int32_t num_prompt_logprobs = -1;
   absl::Time deadline = absl::InfiniteFuture();
   // Longest the sequences may grow: min(prompt + max_tokens, max_model_len).
   int32_t max_seq_len = 0;

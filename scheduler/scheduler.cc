@@ -187,7 +187,10 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
       break;
     }
     const CacheRequest req = seq.cache_request();
-    ComputedBlocks hit = cache_->GetComputedBlocks(req);
+    // Prompt logprobs need the logits of every prompt position: such a
+    // request computes its whole prompt (it still fills the cache for others).
+    ComputedBlocks hit;
+    if (seq.request->num_prompt_logprobs < 0) hit = cache_->GetComputedBlocks(req);
     const int32_t num_new = ChunkSize(seq.num_tokens() - hit.num_computed_tokens, budget);
     const std::optional<SlotAllocation> allocation = cache_->AllocateSlots(req, 0, num_new, &hit);
     if (!allocation.has_value()) {
@@ -251,6 +254,15 @@ void Scheduler::StartRunning(Sequence& seq, int32_t num_cached_tokens,
   running_.push_back(&seq);
 }
 
+int8_t Scheduler::PromptLogprobsFor(const Sequence& seq) {
+  // Sample 0 computes the prompt; the other samples share it.
+  const int32_t wanted = seq.request->num_prompt_logprobs;
+  if (wanted < 0 || seq.index != 0 || seq.num_computed_tokens + 1 >= seq.num_prompt_tokens) {
+    return -1;
+  }
+  return static_cast<int8_t>(std::min(wanted, kMaxTopLogprobs));
+}
+
 void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan) {
   const bool sample = seq.num_computed_tokens + num_new_tokens == seq.num_tokens();
   // The block table is final unless the cache call is batched: AllocateBatch
@@ -261,6 +273,7 @@ void Scheduler::AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan)
                                    .num_computed_tokens = seq.num_computed_tokens,
                                    .num_scheduled_tokens = num_new_tokens,
                                    .sample = sample,
+                                   .num_prompt_logprobs = PromptLogprobsFor(seq),
                                    .block_table = seq.block_table,
                                    .sampling = sample ? &seq.sampling : nullptr});
   plan.num_scheduled_tokens += num_new_tokens;
@@ -278,6 +291,12 @@ UpdateOutput Scheduler::Update(const StepResult& result) {
   output.started = std::move(started_);
   started_.clear();
   output.new_tokens.reserve(num_scheduled_samples_);
+  for (const PromptLogprobsChunk& chunk : result.prompt_logprobs) {
+    output.prompt_logprobs.push_back(PromptLogprobsUpdate{
+        .handle = static_cast<RequestHandle>(chunk.seq_id / kMaxSamplesPerRequest),
+        .first_position = chunk.first_position,
+        .entries = chunk.entries});
+  }
 
   // Executors normally return the sampled tokens in plan order: then this
   // single pass over the scheduled sequences applies everything, each record

@@ -96,8 +96,16 @@ struct StartedRequest {
   absl::Time scheduled_time;             // the `now` of that Schedule call
 };
 
+// Prompt logprobs the executor computed for a request in this step.
+struct PromptLogprobsUpdate {
+  RequestHandle handle = 0;
+  int32_t first_position = 1;  // the prompt token entries[0] is about
+  std::vector<PromptTokenLogprob> entries;
+};
+
 struct UpdateOutput {
-  std::vector<NewToken> new_tokens;   // in the order of StepResult::sampled
+  std::vector<NewToken> new_tokens;  // in the order of StepResult::sampled
+  std::vector<PromptLogprobsUpdate> prompt_logprobs;
   std::vector<FinishedSeq> finished;  // EOS, stop_token_ids, max_tokens, max_model_len
   std::vector<StartedRequest> started;
 };
@@ -214,6 +222,7 @@ class Scheduler {
   [[nodiscard]] bool HasRoomToAdmit(const Sequence& seq) const;
   void StartRunning(Sequence& seq, int32_t num_cached_tokens, std::span<const BlockId> block_table,
                     absl::Time now);
+  static int8_t PromptLogprobsFor(const Sequence& seq);
   void AddToPlan(Sequence& seq, int32_t num_new_tokens, StepPlan& plan);
   // Makes the batched cache calls and gives their sequences and plan entries
   // the block tables.

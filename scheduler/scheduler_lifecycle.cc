@@ -91,6 +91,7 @@ std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestPara
   request->max_seq_len = MaxSeqLen(params);
   request->stopping = std::move(params.stopping);
   request->cache_salt = std::move(params.cache_salt);
+  request->num_prompt_logprobs = params.prompt_logprobs;
   request->deadline = params.deadline;
   request->num_unfinished = params.n;
   request->num_pending = params.n - 1;

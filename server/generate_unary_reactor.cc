@@ -39,6 +39,7 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
     if (finished_) {
       return;
     }
+    AppendLogprobs(output.prompt_logprobs, *response_->mutable_prompt_logprobs());
     for (const SampleDelta& delta : output.samples) {
       if (delta.index >= static_cast<uint32_t>(response_->completions_size())) {
         continue;

@@ -169,6 +169,7 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
   params.stopping = StoppingFromProto(request.stopping(), max_tokens);
   params.priority = request.priority();
   params.cache_salt = request.cache_salt();
+  params.prompt_logprobs = request.has_prompt_logprobs() ? request.prompt_logprobs() : -1;
   params.arrival_time = now;
   params.deadline = deadline;
   return params;

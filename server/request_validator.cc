@@ -177,6 +177,11 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
     return OutOfRange("logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
                       absl::StrCat(request.logprobs()));
   }
+  if (request.has_prompt_logprobs() &&
+      !(0 <= request.prompt_logprobs() && request.prompt_logprobs() <= kMaxLogprobs)) {
+    return OutOfRange("prompt_logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
+                      absl::StrCat(request.prompt_logprobs()));
+  }
   if (!v1::Truncation_IsValid(request.truncate())) {
     return OutOfRange("truncate",
                       "one of TRUNCATION_UNSPECIFIED, TRUNCATION_LEFT, TRUNCATION_RIGHT",

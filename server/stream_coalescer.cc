@@ -56,6 +56,13 @@ void StreamCoalescer::Add(RequestOutput output) {
   if (finished_) {
     return;
   }
+  if (!output.prompt_logprobs.empty()) {
+    v1::GenerateStreamResponse& message = PendingFor(0);
+    AppendLogprobs(output.prompt_logprobs, *message.mutable_prompt_logprobs());
+    for (const TokenLogprobs& logprob : output.prompt_logprobs) {
+      pending_bytes_ += 12 + 12 * static_cast<int64_t>(logprob.top.size());
+    }
+  }
   for (const SampleDelta& delta : output.samples) {
     const bool empty =
         delta.token_ids.empty() && delta.text.empty() && delta.finish_reason == FinishReason::kNone;

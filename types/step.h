@@ -31,6 +31,11 @@ struct ScheduledSeq {
   // True when this slice reaches the last known token: the executor samples
   // one new token for it from the logits of that last position.
   bool sample = false;
+  // When >= 0: the executor also returns, for every position p of this slice
+  // with p + 1 < num_prompt_tokens, the raw model logprob of prompt token
+  // p + 1 and the top num_prompt_logprobs alternatives (no sampling
+  // parameters applied). Fits in the padding after sample.
+  int8_t num_prompt_logprobs = -1;
   // Block ids covering at least num_computed_tokens + num_scheduled_tokens
   // positions; position p lives in block_table[p / block_size], slot
   // p % block_size. Valid for the duration of Execute().
@@ -58,8 +63,25 @@ struct SampledToken {
   std::vector<TopLogprob> top;  // when sampling->num_logprobs > 0, best first
 };
 
+// The logprob of one prompt token given the tokens before it.
+struct PromptTokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;  // best first, num_prompt_logprobs of them
+};
+
+// The prompt logprobs of one slice: entries[i] is about prompt token
+// first_position + i (always >= 1: the first token has no context).
+struct PromptLogprobsChunk {
+  int64_t seq_id = 0;
+  int32_t first_position = 1;
+  std::vector<PromptTokenLogprob> entries;
+};
+
 struct StepResult {
   std::vector<SampledToken> sampled;  // one per ScheduledSeq with sample = true
+  // One per ScheduledSeq with num_prompt_logprobs >= 0 and a position to score.
+  std::vector<PromptLogprobsChunk> prompt_logprobs;
 };
 
 }  // namespace loom

@@ -144,6 +144,111 @@ TEST(CpuExecutorTest, DecodesMatchPrefillOfTheSameTokens) {
   EXPECT_GE(last.sampled[0].logprob, last.sampled[0].top[0].logprob - 1e-6);
 }
 
+// The greedy tokens of a decode, with what the sampler said about each.
+struct Decoded {
+  std::vector<int32_t> tokens;
+  std::vector<SampledToken> sampled;
+};
+
+Decoded DecodeGreedily(Executor& e, const Seq& prompt, int32_t steps) {
+  Driver d(e);
+  Seq s = prompt;
+  Decoded out;
+  for (int32_t i = 0; i < steps; ++i) {
+    const StepResult r = d.Step({&s});
+    EXPECT_EQ(r.sampled.size(), 1u);
+    out.sampled.push_back(r.sampled[0]);
+  }
+  out.tokens = s.tokens;
+  return out;
+}
+
+void ExpectSameTop(const std::vector<TopLogprob>& got, const std::vector<TopLogprob>& want,
+                   int32_t position) {
+  ASSERT_EQ(got.size(), want.size()) << position;
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].token_id, want[k].token_id) << position << " top " << k;
+    EXPECT_NEAR(got[k].logprob, want[k].logprob, 1e-4) << position << " top " << k;
+  }
+}
+
+TEST(CpuExecutorTest, PromptLogprobsAreTheModelsLogprobsAtEveryPosition) {
+  auto model = TinyModel(true);
+  auto e = MakeExecutor(*model);
+  // A prompt whose tail is the greedy continuation of its head: each greedy
+  // token's logprob was reported by the sampler when it was generated.
+  constexpr int32_t kHead = 6;
+  constexpr int32_t kSteps = 8;
+  const Decoded decoded = DecodeGreedily(*e, MakeSeq(1, kHead, 9), kSteps);
+  Seq full;
+  full.id = 2;
+  full.tokens = decoded.tokens;
+  full.tokens.pop_back();  // the last sampled token was never fed back
+  full.num_prompt = static_cast<int32_t>(full.tokens.size());
+  full.sampling = MakeSeq(1, kHead, 9).sampling;
+
+  // Chunked prefill: positions arrive over three steps.
+  const int32_t block_size = e->Geometry().block_size;
+  int32_t next_block = 100;
+  std::vector<PromptTokenLogprob> entries;
+  for (int32_t chunk = 0; full.computed < full.num_prompt; ++chunk) {
+    StepPlan plan = testing::PlanTokens({&full}, 5, block_size, next_block);
+    plan.seqs[0].num_prompt_logprobs = 3;
+    absl::StatusOr<StepResult> r = e->Execute(plan);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->prompt_logprobs.size(), 1u);
+    EXPECT_EQ(r->prompt_logprobs[0].seq_id, 2);
+    EXPECT_EQ(r->prompt_logprobs[0].first_position, static_cast<int32_t>(entries.size()) + 1);
+    for (const PromptTokenLogprob& entry : r->prompt_logprobs[0].entries) entries.push_back(entry);
+    testing::ApplyStep({&full}, plan, *r);
+  }
+  ASSERT_EQ(entries.size(), static_cast<size_t>(full.num_prompt - 1));
+  for (int32_t p = 1; p < full.num_prompt; ++p) {
+    const PromptTokenLogprob& entry = entries[p - 1];
+    EXPECT_EQ(entry.token_id, full.tokens[p]) << p;
+    ASSERT_EQ(entry.top.size(), 3u) << p;
+    EXPECT_LE(entry.logprob, entry.top[0].logprob + 1e-6) << p;
+    if (p < kHead) {
+      // Not a greedy token: check the alternatives against a prefill of the
+      // prefix, whose sampler reports the same distribution.
+      Seq prefix = MakeSeq(10 + p, 1, 9);
+      prefix.tokens.assign(full.tokens.begin(), full.tokens.begin() + p);
+      prefix.num_prompt = p;
+      const StepResult r = Driver(*e).Step({&prefix});
+      ASSERT_EQ(r.sampled.size(), 1u);
+      ExpectSameTop(entry.top, r.sampled[0].top, p);
+      continue;
+    }
+    const SampledToken& sampled = decoded.sampled[p - kHead];
+    EXPECT_EQ(sampled.token_id, full.tokens[p]) << p;
+    EXPECT_NEAR(entry.logprob, sampled.logprob, 1e-4) << p;
+    EXPECT_NEAR(entry.logprob, entry.top[0].logprob, 1e-6) << p;  // greedy: the best
+    ExpectSameTop(entry.top, sampled.top, p);
+  }
+}
+
+TEST(CpuExecutorTest, PromptLogprobsLeaveSamplingAlone) {
+  auto model = TinyModel(false);
+  auto e = MakeExecutor(*model);
+  Seq plain = MakeSeq(1, 9, 4, 0.8f);
+  Seq scored = MakeSeq(2, 9, 4, 0.8f);
+  Driver d(*e);
+  const StepResult ra = d.Step({&plain});
+  const int32_t block_size = e->Geometry().block_size;
+  int32_t next_block = 200;
+  StepPlan plan = testing::PlanTokens({&scored}, 0, block_size, next_block);
+  plan.seqs[0].num_prompt_logprobs = 0;
+  absl::StatusOr<StepResult> rb = e->Execute(plan);
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  ASSERT_EQ(ra.sampled.size(), 1u);
+  ASSERT_EQ(rb->sampled.size(), 1u);
+  EXPECT_EQ(ra.sampled[0].token_id, rb->sampled[0].token_id);
+  EXPECT_FLOAT_EQ(ra.sampled[0].logprob, rb->sampled[0].logprob);
+  ASSERT_EQ(rb->prompt_logprobs.size(), 1u);
+  EXPECT_EQ(rb->prompt_logprobs[0].entries.size(), 8u);
+  EXPECT_TRUE(rb->prompt_logprobs[0].entries[0].top.empty());
+}
+
 TEST(CpuExecutorTest, SeededRequestIsTheSameAloneAndAmong31Others) {
   auto model = TinyModel(true);
   auto alone_exec = MakeExecutor(*model);

@@ -159,6 +159,16 @@ TEST(RequestValidatorTest, RejectsLogprobsAndTruncation) {
   ExpectInvalid(r, "logprobs must be in [0, 20]; got -1");
 
   r = Valid();
+  r.set_prompt_logprobs(0);
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
+  r.set_prompt_logprobs(20);
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
+  r.set_prompt_logprobs(21);
+  ExpectInvalid(r, "prompt_logprobs must be in [0, 20]; got 21");
+  r.set_prompt_logprobs(-1);
+  ExpectInvalid(r, "prompt_logprobs must be in [0, 20]; got -1");
+
+  r = Valid();
   r.set_truncate(static_cast<v1::Truncation>(9));
   ExpectInvalid(r,
                 "truncate must be one of TRUNCATION_UNSPECIFIED, TRUNCATION_LEFT, "
