@@ -90,6 +90,71 @@ TEST_F(EngineTest, LogprobsAreCarriedWhenRequested) {
   EXPECT_EQ(num_logprobs, 2);
 }
 
+// Every prompt token after the first, once, on the first output.
+void ExpectAllPromptLogprobs(const RecordingSink& sink, const std::vector<int32_t>& prompt,
+                             size_t num_top) {
+  const std::vector<RequestOutput> outputs = sink.outputs();
+  ASSERT_FALSE(outputs.empty());
+  const std::vector<TokenLogprobs>& got = outputs[0].prompt_logprobs;
+  ASSERT_EQ(got.size(), prompt.size() - 1);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].token_id, prompt[i + 1]) << i;
+    EXPECT_FLOAT_EQ(got[i].logprob, -static_cast<float>(i + 1)) << i;
+    EXPECT_EQ(got[i].top.size(), num_top) << i;
+  }
+  for (size_t i = 1; i < outputs.size(); ++i) EXPECT_TRUE(outputs[i].prompt_logprobs.empty()) << i;
+}
+
+TEST_F(EngineTest, PromptLogprobsCoverEveryPositionDespiteAPrefixCacheHit) {
+  EngineConfig config = DefaultConfig();
+  config.scheduler.max_num_batched_tokens = 8;  // the 14-token prompt comes in chunks
+  StartEngine(config);
+  const std::vector<int32_t> prompt = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  auto warm = std::make_shared<RecordingSink>();
+  SubmitOk(Prompt(prompt, 2), warm);
+  ASSERT_TRUE(warm->WaitFinished());
+  // The same prompt hits the cache without prompt logprobs...
+  auto cached = std::make_shared<RecordingSink>();
+  SubmitOk(Prompt(prompt, 2), cached);
+  ASSERT_TRUE(cached->WaitFinished());
+  EXPECT_GT(cached->final_output().usage.cached_prompt_tokens, 0u);
+  EXPECT_TRUE(cached->outputs()[0].prompt_logprobs.empty());
+
+  // ...and is computed whole with them.
+  auto scored = std::make_shared<RecordingSink>();
+  RequestParams params = Prompt(prompt, 2);
+  params.prompt_logprobs = 2;
+  SubmitOk(params, scored);
+  ASSERT_TRUE(scored->WaitFinished());
+  EXPECT_TRUE(scored->final_output().status.ok());
+  EXPECT_EQ(scored->final_output().usage.cached_prompt_tokens, 0u);
+  EXPECT_THAT(scored->Tokens(0), ElementsAre(17, 18));
+  ExpectAllPromptLogprobs(*scored, prompt, 2);
+}
+
+TEST_F(EngineTest, PromptLogprobsGoWithSampleZeroOfSeveral) {
+  StartEngine();
+  const std::vector<int32_t> prompt = {20, 21, 22, 23, 24};
+  auto sink = std::make_shared<RecordingSink>();
+  RequestParams params = Prompt(prompt, 3);
+  params.n = 3;
+  params.prompt_logprobs = 0;
+  SubmitOk(params, sink);
+  ASSERT_TRUE(sink->WaitFinished());
+  ExpectAllPromptLogprobs(*sink, prompt, 0);
+}
+
+TEST_F(EngineTest, PromptLogprobsAreRefusedWhenTheExecutorCannotScorePrompts) {
+  FakeExecutor::Options options;
+  options.prompt_logprobs = false;
+  Engine& engine = StartEngine(DefaultConfig(), options);
+  RequestParams params = Prompt({10, 11}, 2);
+  params.prompt_logprobs = 1;
+  absl::StatusOr<RequestHandle> handle = engine.Submit(params, std::make_shared<RecordingSink>());
+  EXPECT_EQ(handle.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(handle.status().message()), HasSubstr("prompt_logprobs"));
+}
+
 TEST_F(EngineTest, UsageMeasuresQueueAndLatencyOnTheEngineClock) {
   Engine& engine = StartEngine();
   executor().PauseAtStep(2);  // the first real step

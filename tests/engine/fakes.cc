@@ -1,5 +1,6 @@
 #include "tests/engine/fakes.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -55,7 +56,23 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .device = "cpu",
           .dtype = "float32",
           .max_num_seqs = options_.max_num_seqs,
-          .max_num_batched_tokens = options_.max_num_batched_tokens};
+          .max_num_batched_tokens = options_.max_num_batched_tokens,
+          .prompt_logprobs = options_.prompt_logprobs};
+}
+
+void FakeExecutor::AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result) {
+  if (!options_.prompt_logprobs) ADD_FAILURE() << "prompt logprobs asked of an executor without";
+  const int32_t end =
+      std::min(seq.num_computed_tokens + seq.num_scheduled_tokens, seq.num_prompt_tokens - 1);
+  PromptLogprobsChunk& chunk = result.prompt_logprobs.emplace_back();
+  chunk.seq_id = seq.seq_id;
+  chunk.first_position = seq.num_computed_tokens + 1;
+  for (int32_t p = seq.num_computed_tokens; p < end; ++p) {
+    PromptTokenLogprob& entry = chunk.entries.emplace_back();
+    entry.token_id = seq.all_token_ids[p + 1];
+    entry.logprob = -static_cast<float>(p + 1);
+    entry.top.assign(seq.num_prompt_logprobs, TopLogprob{entry.token_id, entry.logprob});
+  }
 }
 
 absl::StatusOr<StepResult> FakeExecutor::Execute(const StepPlan& plan) {
@@ -82,6 +99,7 @@ absl::StatusOr<StepResult> FakeExecutor::Execute(const StepPlan& plan) {
     for (int32_t block : seq.block_table) {
       if (block <= 0 || block >= options_.num_blocks) ADD_FAILURE() << "bad block id " << block;
     }
+    if (seq.num_prompt_logprobs >= 0) AddPromptLogprobs(seq, result);
     if (!seq.sample) continue;
     const std::span<const int32_t> prompt = seq.all_token_ids.first(seq.num_prompt_tokens);
     const int32_t num_generated =

@@ -32,6 +32,9 @@ class FakeExecutor : public Executor {
     int32_t max_model_len = 128;
     int32_t max_num_seqs = 0;  // reported limits; 0: none
     int32_t max_num_batched_tokens = 0;
+    // Scores prompt positions when asked: prompt token p gets logprob -p and
+    // its alternatives are k copies of itself.
+    bool prompt_logprobs = true;
   };
 
   explicit FakeExecutor(Options options, TokenScript script = {});
@@ -53,6 +56,8 @@ class FakeExecutor : public Executor {
   int64_t num_steps() const;
 
  private:
+  void AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result);
+
   const Options options_;
   const TokenScript script_;
   mutable std::mutex mu_;
