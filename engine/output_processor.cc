@@ -24,6 +24,7 @@ void OutputProcessor::Add(RequestId id, RequestHandle handle, const RequestParam
   if (params.prompt_logprobs >= 0 && !params.prompt_token_ids.empty()) {
     request.prompt_logprobs.resize(params.prompt_token_ids.size() - 1);
     request.prompt_logprobs_pending = true;
+    request.first_prompt_token_id = params.prompt_token_ids[0];
   }
   request.arrival_time = params.arrival_time;
   request.usage.prompt_tokens = static_cast<uint32_t>(params.prompt_token_ids.size());
@@ -122,7 +123,7 @@ void OutputProcessor::StorePromptLogprobs(const PromptLogprobsUpdate& update) {
     const size_t slot = static_cast<size_t>(update.first_position - 1) + i;
     if (slot >= stored.size()) break;
     const PromptTokenLogprob& entry = update.entries[i];
-    stored[slot] = TokenLogprobs{entry.token_id, entry.logprob, entry.top};
+    stored[slot] = TokenLogprobs{entry.token_id, entry.logprob, entry.top, entry.rank};
   }
 }
 
@@ -131,14 +132,28 @@ void OutputProcessor::AppendToken(Request& request, const NewToken& token,
                                   std::vector<SampleRef>& stop_string_ends) {
   Sample& sample = request.samples[token.index];
   SampleDelta& delta = DeltaFor(output, token.index);
+  if (request.stopping.max_tokens == 0) {
+    // Only the prompt was to be scored: the token sampled after it is not
+    // output, and the sample ends on its length.
+    if (request.prompt_logprobs_pending) {
+      output.prompt_logprobs = std::move(request.prompt_logprobs);
+      output.first_prompt_token_id = request.first_prompt_token_id;
+      request.prompt_logprobs_pending = false;
+    }
+    if (!request.first_token_time) request.first_token_time = now;
+    EndSample(request, sample, delta, FinishReason::kLength, "");
+    return;
+  }
   ++sample.num_tokens;
   ++request.usage.completion_tokens;
   delta.token_ids.push_back(token.token_id);
   if (request.prompt_logprobs_pending) {
     output.prompt_logprobs = std::move(request.prompt_logprobs);
+    output.first_prompt_token_id = request.first_prompt_token_id;
     request.prompt_logprobs_pending = false;
   }
-  if (request.want_logprobs) delta.logprobs.push_back({token.token_id, token.logprob, token.top});
+  if (request.want_logprobs)
+    delta.logprobs.push_back({token.token_id, token.logprob, token.top, 0});
   if (!request.first_token_time) request.first_token_time = now;
   if (sample.num_tokens > 1) {
     inter_token_seconds_.push_back(absl::ToDoubleSeconds(now - sample.last_token_time));

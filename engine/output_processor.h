@@ -100,6 +100,7 @@ class OutputProcessor {
     // preemption overwrites), handed out with the first token.
     std::vector<TokenLogprobs> prompt_logprobs;
     bool prompt_logprobs_pending = false;
+    int32_t first_prompt_token_id = 0;
     absl::Time arrival_time;
     std::optional<absl::Time> first_token_time;
     std::vector<Sample> samples;

@@ -16,6 +16,7 @@ struct TokenLogprobs {
   int32_t token_id = 0;
   float logprob = 0.0f;
   std::vector<TopLogprob> top;
+  int32_t rank = 0;  // known for prompt tokens only; 0 otherwise
 };
 
 // New output of one of the n samples since the previous delta.
@@ -43,6 +44,7 @@ struct RequestOutput {
   // carries tokens, with one entry per prompt token after the first
   // (entries[i] is about prompt token i + 1).
   std::vector<TokenLogprobs> prompt_logprobs;
+  int32_t first_prompt_token_id = 0;  // with prompt_logprobs
   // Set on the last output of the request. status is OK when every sample
   // finished (stop, length); otherwise it says why the request ended:
   // CANCELLED (aborted), DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED (queue full),

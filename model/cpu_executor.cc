@@ -33,6 +33,8 @@ PromptTokenLogprob ScoreRow(const float* logits, int32_t vocab_size, int32_t tar
   PromptTokenLogprob out;
   out.token_id = target;
   out.logprob = static_cast<float>(logits[target] - lse);
+  out.rank = 1 + static_cast<int32_t>(std::count_if(logits, logits + vocab_size,
+                                                    [&](float x) { return x > logits[target]; }));
   k = std::min(k, vocab_size);
   if (k <= 0) return out;
   order.resize(vocab_size);

@@ -30,6 +30,10 @@ std::string RenderChatCompletion(const ResponseContext& context,
                        {"stop_reason", StopReasonJson(completion.stop_reason())}});
   }
   body["choices"] = std::move(choices);
+  // vLLM puts the prompt's logprobs beside the choices: the prompt is shared.
+  if (context.options.prompt_logprobs.has_value()) {
+    body["prompt_logprobs"] = PromptLogprobsJson(response.prompt_logprobs(), context.token_text);
+  }
   body["usage"] = UsageJson(response.usage());
   return Dump(body);
 }

@@ -68,6 +68,12 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body)
                                      shared.set_logprobs(static_cast<int32_t>(v));
                                      parsed.options.logprobs = static_cast<int32_t>(v);
                                    }));
+  // echo with logprobs scores the echoed prompt too: the engine is asked for
+  // (at least) as many alternatives per prompt token.
+  if (parsed.options.echo && parsed.options.logprobs.has_value() &&
+      (!shared.has_prompt_logprobs() || shared.prompt_logprobs() < *parsed.options.logprobs)) {
+    shared.set_prompt_logprobs(*parsed.options.logprobs);
+  }
   LOOM_ASSIGN_OR_RETURN(parsed.prompts, ReadPrompts(json));
   for (v1::GenerateRequest& request : parsed.prompts) {
     // MergeFrom leaves the input oneof alone: `shared` never sets it.

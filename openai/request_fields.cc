@@ -117,6 +117,10 @@ absl::Status ReadEngineFields(const nlohmann::json& body, v1::GenerateRequest* r
       ReadBool(body, "add_special_tokens", [&](bool v) { request->set_add_special_tokens(v); }));
   LOOM_RETURN_IF_ERROR(
       ReadBool(body, "skip_special_tokens", [&](bool v) { options->skip_special_tokens = v; }));
+  LOOM_RETURN_IF_ERROR(ReadInteger(body, "prompt_logprobs", kInt32Min, kInt32Max, [&](int64_t v) {
+    request->set_prompt_logprobs(static_cast<int32_t>(v));
+    options->prompt_logprobs = static_cast<int32_t>(v);
+  }));
   return ReadInteger(body, "truncate_prompt_tokens", -1, kInt32Max, [&](int64_t v) {
     options->truncate_prompt_tokens = static_cast<int32_t>(v);
     if (v == -1) request->set_truncate(v1::TRUNCATION_LEFT);

@@ -26,6 +26,8 @@ struct OpenAiOptions {
   // what fits) is also set as truncate = TRUNCATION_LEFT; k >= 1 has no proto
   // counterpart and is the front end's to apply.
   std::optional<int32_t> truncate_prompt_tokens;
+  // vLLM's prompt_logprobs: render the choice's prompt_logprobs field.
+  std::optional<int32_t> prompt_logprobs;
 };
 
 }  // namespace loom::openai

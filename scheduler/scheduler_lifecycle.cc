@@ -64,9 +64,11 @@ absl::Status Scheduler::ValidateRequest(const RequestParams& params) const {
         absl::StrCat("n is ", params.n, "; the allowed range is 1..", max_n));
   }
   const StoppingParams& stopping = params.stopping;
-  if (stopping.max_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_tokens is ", stopping.max_tokens, "; it must be at least 1"));
+  // 0 only scores the prompt: the token sampled after it is dropped.
+  const int32_t min_max_tokens = params.prompt_logprobs >= 0 ? 0 : 1;
+  if (stopping.max_tokens < min_max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens is ", stopping.max_tokens,
+                                                   "; it must be at least ", min_max_tokens));
   }
   if (stopping.min_tokens < 0 || stopping.min_tokens > stopping.max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("min_tokens is ", stopping.min_tokens,

@@ -39,7 +39,10 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
     if (finished_) {
       return;
     }
-    AppendLogprobs(output.prompt_logprobs, *response_->mutable_prompt_logprobs());
+    if (!output.prompt_logprobs.empty()) {
+      AppendLogprobs(output.prompt_logprobs, *response_->mutable_prompt_logprobs());
+      response_->set_first_prompt_token_id(output.first_prompt_token_id);
+    }
     for (const SampleDelta& delta : output.samples) {
       if (delta.index >= static_cast<uint32_t>(response_->completions_size())) {
         continue;

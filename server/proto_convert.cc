@@ -17,6 +17,7 @@ void AppendLogprobs(const std::vector<TokenLogprobs>& logprobs,
     v1::TokenLogprob* token = out.Add();
     token->set_token_id(lp.token_id);
     token->set_logprob(lp.logprob);
+    token->set_rank(lp.rank);
     for (const TopLogprob& top : lp.top) {
       v1::TopLogprob* alt = token->add_top();
       alt->set_token_id(top.token_id);

@@ -76,9 +76,11 @@ absl::Status ValidateSampling(const v1::SamplingParams& s, int32_t vocab_size,
 
 // A repeated or string field of count items (entries or bytes) against its limit.
 
+// max_tokens = 0 asks for no output: only a request scoring its prompt
+// (prompt_logprobs) has anything to return.
 absl::Status ValidateStopping(const v1::StoppingCriteria& s, int32_t vocab_size,
-                              const RequestLimits& limits) {
-  if (s.has_max_tokens() && s.max_tokens() == 0) {
+                              const RequestLimits& limits, bool scores_prompt) {
+  if (s.has_max_tokens() && s.max_tokens() == 0 && !scores_prompt) {
     return OutOfRange("stopping.max_tokens", ">= 1", "0");
   }
   if (s.has_max_tokens() && s.min_tokens() > s.max_tokens()) {
@@ -172,7 +174,8 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
   }
   LOOM_RETURN_IF_ERROR(ValidateInput(request, vocab_size, limits));
   LOOM_RETURN_IF_ERROR(ValidateSampling(request.sampling(), vocab_size, limits));
-  LOOM_RETURN_IF_ERROR(ValidateStopping(request.stopping(), vocab_size, limits));
+  LOOM_RETURN_IF_ERROR(
+      ValidateStopping(request.stopping(), vocab_size, limits, request.has_prompt_logprobs()));
   if (request.has_logprobs() && !(0 <= request.logprobs() && request.logprobs() <= kMaxLogprobs)) {
     return OutOfRange("logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
                       absl::StrCat(request.logprobs()));

@@ -59,6 +59,7 @@ void StreamCoalescer::Add(RequestOutput output) {
   if (!output.prompt_logprobs.empty()) {
     v1::GenerateStreamResponse& message = PendingFor(0);
     AppendLogprobs(output.prompt_logprobs, *message.mutable_prompt_logprobs());
+    message.set_first_prompt_token_id(output.first_prompt_token_id);
     for (const TokenLogprobs& logprob : output.prompt_logprobs) {
       pending_bytes_ += 12 + 12 * static_cast<int64_t>(logprob.top.size());
     }

@@ -67,6 +67,7 @@ struct SampledToken {
 struct PromptTokenLogprob {
   int32_t token_id = 0;
   float logprob = 0.0f;
+  int32_t rank = 0;             // 1 + the number of tokens with a greater logit
   std::vector<TopLogprob> top;  // best first, num_prompt_logprobs of them
 };
 

@@ -144,6 +144,36 @@ TEST_F(EngineTest, PromptLogprobsGoWithSampleZeroOfSeveral) {
   ExpectAllPromptLogprobs(*sink, prompt, 0);
 }
 
+TEST_F(EngineTest, MaxTokensZeroReturnsOnlyThePromptsLogprobs) {
+  Engine& engine = StartEngine();
+  const std::vector<int32_t> prompt = {30, 31, 32, 33, 34, 35};
+  auto sink = std::make_shared<RecordingSink>();
+  RequestParams params = Prompt(prompt, 0);
+  params.n = 2;
+  params.prompt_logprobs = 1;
+  SubmitOk(params, sink);
+  ASSERT_TRUE(sink->WaitFinished());
+  const RequestOutput final_output = sink->final_output();
+  EXPECT_TRUE(final_output.status.ok()) << final_output.status;
+  ExpectAllPromptLogprobs(*sink, prompt, 1);
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(sink->Tokens(i).empty()) << i;
+    EXPECT_EQ(sink->Text(i), "") << i;
+  }
+  size_t num_finished = 0;
+  for (const RequestOutput& output : sink->outputs()) {
+    for (const SampleDelta& delta : output.samples) {
+      if (delta.finish_reason == FinishReason::kNone) continue;
+      EXPECT_EQ(delta.finish_reason, FinishReason::kLength);
+      ++num_finished;
+    }
+  }
+  EXPECT_EQ(num_finished, 2u);
+  EXPECT_EQ(final_output.usage.completion_tokens, 0u);
+  ASSERT_TRUE(engine.WaitUntilIdle(absl::Seconds(30)));
+  EXPECT_EQ(engine.Stats().num_blocks_used, 0);
+}
+
 TEST_F(EngineTest, PromptLogprobsAreRefusedWhenTheExecutorCannotScorePrompts) {
   FakeExecutor::Options options;
   options.prompt_logprobs = false;

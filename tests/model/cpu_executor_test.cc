@@ -208,6 +208,15 @@ TEST(CpuExecutorTest, PromptLogprobsAreTheModelsLogprobsAtEveryPosition) {
     EXPECT_EQ(entry.token_id, full.tokens[p]) << p;
     ASSERT_EQ(entry.top.size(), 3u) << p;
     EXPECT_LE(entry.logprob, entry.top[0].logprob + 1e-6) << p;
+    // The rank agrees with the alternatives: the best three rank 1..3.
+    for (size_t k = 0; k < entry.top.size(); ++k) {
+      if (entry.top[k].token_id == entry.token_id) {
+        EXPECT_EQ(entry.rank, static_cast<int32_t>(k + 1)) << p;
+      }
+    }
+    if (entry.logprob < entry.top.back().logprob) {
+      EXPECT_GT(entry.rank, 3) << p;
+    }
     if (p < kHead) {
       // Not a greedy token: check the alternatives against a prefill of the
       // prefix, whose sampler reports the same distribution.
@@ -223,6 +232,7 @@ TEST(CpuExecutorTest, PromptLogprobsAreTheModelsLogprobsAtEveryPosition) {
     EXPECT_EQ(sampled.token_id, full.tokens[p]) << p;
     EXPECT_NEAR(entry.logprob, sampled.logprob, 1e-4) << p;
     EXPECT_NEAR(entry.logprob, entry.top[0].logprob, 1e-6) << p;  // greedy: the best
+    EXPECT_EQ(entry.rank, 1) << p;
     ExpectSameTop(entry.top, sampled.top, p);
   }
 }

@@ -120,6 +120,15 @@ TEST(ChatRequestTest, LogprobsWithoutTopLogprobsAsksForZeroAlternatives) {
   EXPECT_FALSE(off.options.logprobs.has_value());
 }
 
+TEST(ChatRequestTest, PromptLogprobsIsVllmsExtraField) {
+  const ChatRequest parsed =
+      Parse(R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 3})");
+  EXPECT_EQ(parsed.request.prompt_logprobs(), 3);
+  EXPECT_EQ(parsed.options.prompt_logprobs, 3);
+  EXPECT_FALSE(
+      Parse(R"({"messages": [{"role": "user", "content": "x"}]})").request.has_prompt_logprobs());
+}
+
 TEST(ChatRequestTest, Errors) {
   const struct {
     const char* body;

@@ -116,6 +116,33 @@ TEST(CompletionRequestTest, VllmExtraFields) {
   EXPECT_EQ(parsed.options.truncate_prompt_tokens, 100);
 }
 
+TEST(CompletionRequestTest, PromptLogprobs) {
+  const CompletionRequest parsed = Parse(R"({"prompt": "x", "prompt_logprobs": 2})");
+  EXPECT_EQ(parsed.prompts[0].prompt_logprobs(), 2);
+  EXPECT_EQ(parsed.options.prompt_logprobs, 2);
+  EXPECT_FALSE(
+      Parse(R"({"prompt": "x", "prompt_logprobs": null})").prompts[0].has_prompt_logprobs());
+  EXPECT_FALSE(Parse(R"({"prompt": "x", "logprobs": 2})").prompts[0].has_prompt_logprobs());
+  EXPECT_FALSE(Parse(R"({"prompt": "x", "echo": true})").prompts[0].has_prompt_logprobs());
+}
+
+TEST(CompletionRequestTest, EchoWithLogprobsAsksForThePromptsLogprobs) {
+  // The scoring request of evaluation harnesses.
+  const CompletionRequest parsed =
+      Parse(R"({"prompt": ["a b", "c"], "echo": true, "logprobs": 1, "max_tokens": 0})");
+  for (const v1::GenerateRequest& r : parsed.prompts) {
+    EXPECT_EQ(r.prompt_logprobs(), 1);
+    EXPECT_EQ(r.stopping().max_tokens(), 0u);
+  }
+  // vLLM's own field only widens it; the option tells the renderer it was asked for.
+  const CompletionRequest both =
+      Parse(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})");
+  EXPECT_EQ(both.prompts[0].prompt_logprobs(), 4);
+  EXPECT_EQ(both.options.prompt_logprobs, 4);
+  EXPECT_FALSE(
+      Parse(R"({"prompt": "x", "echo": true, "logprobs": 1})").options.prompt_logprobs.has_value());
+}
+
 TEST(CompletionRequestTest, TopKMinusOneMeansOffAndTruncateMinusOneMeansLeft) {
   const CompletionRequest parsed =
       Parse(R"({"prompt": "x", "top_k": -1, "truncate_prompt_tokens": -1})");

@@ -119,6 +119,85 @@ TEST(CompletionResponseTest, CompletionsLogprobsFormat) {
     "top_logprobs": [{"t10": -0.5, "t11": -1.25}, null], "text_offset": [1, 4]})"));
 }
 
+v1::TokenLogprob MakeRanked(int32_t id, float logprob, int32_t rank,
+                            std::vector<v1::TopLogprob> top = {}) {
+  v1::TokenLogprob token = MakeLogprob(id, logprob, std::move(top));
+  token.set_rank(rank);
+  return token;
+}
+
+// A prompt of tokens 5, 6, 7 scored with one alternative each.
+v1::GenerateResponse ScoredPrompt() {
+  v1::GenerateResponse response;
+  response.set_first_prompt_token_id(5);
+  *response.add_prompt_logprobs() = MakeRanked(6, -1.5f, 2, {Top(9, -0.5f)});
+  *response.add_prompt_logprobs() = MakeRanked(7, -0.25f, 1, {Top(7, -0.25f)});
+  *response.mutable_usage() = MakeUsage(3, 0, 0);
+  return response;
+}
+
+TEST(CompletionResponseTest, EchoWithLogprobsScoresThePromptFirst) {
+  ResponseContext context = Context("cmpl-6");
+  context.options.echo = true;
+  context.options.logprobs = 1;
+  v1::GenerateResponse response = ScoredPrompt();
+  v1::Completion& c = *response.add_completions();
+  c.set_text("t8");
+  c.set_finish_reason(v1::FINISH_REASON_LENGTH);
+  *c.add_logprobs() = MakeLogprob(8, -2.0f, {Top(8, -2.0f)});
+  const std::vector<std::string> prompts = {"t5t6t7"};
+  const json body = json::parse(RenderCompletionResponse(context, {&response, 1}, prompts));
+  EXPECT_EQ(body["choices"][0]["text"], "t5t6t7t8");
+  EXPECT_EQ(body["choices"][0]["logprobs"], json::parse(R"({
+    "tokens": ["t5", "t6", "t7", "t8"], "token_logprobs": [null, -1.5, -0.25, -2.0],
+    "top_logprobs": [null, {"t9": -0.5}, {"t7": -0.25}, {"t8": -2.0}],
+    "text_offset": [0, 2, 4, 6]})"));
+  EXPECT_FALSE(body["choices"][0].contains("prompt_logprobs"));
+}
+
+TEST(CompletionResponseTest, MaxTokensZeroEchoesOnlyThePrompt) {
+  ResponseContext context = Context("cmpl-7");
+  context.options.echo = true;
+  context.options.logprobs = 1;
+  v1::GenerateResponse response = ScoredPrompt();
+  response.add_completions()->set_finish_reason(v1::FINISH_REASON_LENGTH);
+  const std::vector<std::string> prompts = {"t5t6t7"};
+  const json body = json::parse(RenderCompletionResponse(context, {&response, 1}, prompts));
+  EXPECT_EQ(body["choices"][0]["text"], "t5t6t7");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["choices"][0]["logprobs"]["token_logprobs"], json::parse("[null, -1.5, -0.25]"));
+  EXPECT_EQ(body["usage"]["completion_tokens"], 0);
+}
+
+TEST(CompletionResponseTest, VllmPromptLogprobsField) {
+  ResponseContext context = Context("cmpl-8");
+  context.options.prompt_logprobs = 1;
+  v1::GenerateResponse response = ScoredPrompt();
+  response.add_completions()->set_text("t8");
+  const json body = json::parse(RenderCompletionResponse(context, {&response, 1}));
+  EXPECT_EQ(body["choices"][0]["logprobs"], nullptr);
+  EXPECT_EQ(body["choices"][0]["prompt_logprobs"], json::parse(R"([null,
+    {"6": {"logprob": -1.5, "rank": 2, "decoded_token": "t6"},
+     "9": {"logprob": -0.5, "rank": 1, "decoded_token": "t9"}},
+    {"7": {"logprob": -0.25, "rank": 1, "decoded_token": "t7"}}])"));
+}
+
+TEST(CompletionResponseTest, StreamChunkCarriesPromptLogprobsOnce) {
+  ResponseContext context = Context("cmpl-9");
+  context.options.prompt_logprobs = 0;
+  v1::GenerateStreamResponse first;
+  first.set_text("t8");
+  first.set_first_prompt_token_id(5);
+  *first.add_prompt_logprobs() = MakeRanked(6, -1.5f, 2);
+  const json chunk = Frame(RenderCompletionChunk(context, first, 0));
+  EXPECT_EQ(chunk["choices"][0]["prompt_logprobs"], json::parse(R"([null,
+    {"6": {"logprob": -1.5, "rank": 2, "decoded_token": "t6"}}])"));
+  v1::GenerateStreamResponse later;
+  later.set_text("t9");
+  EXPECT_FALSE(
+      Frame(RenderCompletionChunk(context, later, 0))["choices"][0].contains("prompt_logprobs"));
+}
+
 TEST(CompletionResponseTest, StreamChunks) {
   ResponseContext context = Context("cmpl-4");
   context.options.n = 2;
@@ -185,6 +264,20 @@ TEST(ChatResponseTest, ChatLogprobsFormat) {
     {"token": "\ufffd", "logprob": -2.0, "bytes": [195],
      "top_logprobs": [{"token": "Hi", "logprob": -0.75, "bytes": [72, 105]}]}]})"));
   EXPECT_EQ(body["choices"][0]["finish_reason"], nullptr);
+}
+
+TEST(ChatResponseTest, PromptLogprobsSitBesideTheChoices) {
+  ResponseContext context = Context("chatcmpl-9");
+  context.options.prompt_logprobs = 1;
+  v1::GenerateResponse response = ScoredPrompt();
+  response.add_completions()->set_text("hi");
+  const json body = json::parse(RenderChatCompletion(context, response));
+  ASSERT_TRUE(body.contains("prompt_logprobs"));
+  EXPECT_EQ(body["prompt_logprobs"].size(), 3u);
+  EXPECT_EQ(body["prompt_logprobs"][0], nullptr);
+  EXPECT_EQ(body["prompt_logprobs"][2]["7"]["rank"], 1);
+  EXPECT_FALSE(json::parse(RenderChatCompletion(Context("chatcmpl-10"), response))
+                   .contains("prompt_logprobs"));
 }
 
 TEST(ChatResponseTest, ChatChunks) {

@@ -127,6 +127,10 @@ TEST(RequestValidatorTest, RejectsStoppingOutOfRange) {
   v1::GenerateRequest r = Valid();
   r.mutable_stopping()->set_max_tokens(0);
   ExpectInvalid(r, "stopping.max_tokens must be >= 1; got 0");
+  // Zero asks for the prompt's scores alone.
+  r.set_prompt_logprobs(0);
+  EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
+  r.clear_prompt_logprobs();
 
   r = Valid();
   r.mutable_stopping()->set_max_tokens(4);
