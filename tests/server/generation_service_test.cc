@@ -180,6 +180,96 @@ TEST_F(GenerationServiceTest, UnaryGathersTheWholeResult) {
   EXPECT_THAT(recorded(), ElementsAre("Generate:OK"));
 }
 
+// The engine's first output for a prompt of three tokens scored with one
+// alternative each.
+RequestOutput ScoredFirst(int32_t id, std::string text) {
+  RequestOutput out = Token(id, std::move(text));
+  out.first_prompt_token_id = testing::FakeModelFrontend::kBos;
+  out.prompt_logprobs = {{'h', -1.5f, {{'x', -0.5f}}, 2}, {'i', -0.25f, {{'i', -0.25f}}, 1}};
+  return out;
+}
+
+void ExpectScoredPrompt(const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& got) {
+  ASSERT_EQ(got.size(), 2);
+  EXPECT_EQ(got[0].token_id(), 'h');
+  EXPECT_FLOAT_EQ(got[0].logprob(), -1.5f);
+  EXPECT_EQ(got[0].rank(), 2);
+  ASSERT_EQ(got[0].top_size(), 1);
+  EXPECT_EQ(got[0].top(0).token_id(), 'x');
+  EXPECT_EQ(got[1].token_id(), 'i');
+  EXPECT_EQ(got[1].rank(), 1);
+}
+
+TEST_F(GenerationServiceTest, PromptLogprobsReachBothResponses) {
+  v1::GenerateResponse response;
+  grpc::Status status;
+  std::thread unary([&] {
+    grpc::ClientContext ctx;
+    v1::GenerateRequest r = Request("hi");
+    r.set_prompt_logprobs(1);
+    status = stub_->Generate(&ctx, r, &response);
+  });
+  std::shared_ptr<OutputSink> sink = backend_.WaitForSink(0);
+  ASSERT_NE(sink, nullptr);
+  EXPECT_EQ(backend_.params(0).prompt_logprobs, 1);
+  sink->Push(ScoredFirst(10, "He"));
+  sink->Push(Last(11, "llo"));
+  unary.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.first_prompt_token_id(), testing::FakeModelFrontend::kBos);
+  ExpectScoredPrompt(response.prompt_logprobs());
+
+  std::vector<v1::GenerateStreamResponse> messages;
+  std::thread stream([&] {
+    grpc::ClientContext ctx;
+    v1::GenerateRequest r = Request("hi");
+    r.set_prompt_logprobs(1);
+    auto reader = stub_->GenerateStream(&ctx, r);
+    v1::GenerateStreamResponse m;
+    while (reader->Read(&m)) messages.push_back(m);
+    status = reader->Finish();
+  });
+  sink = backend_.WaitForSink(1);
+  ASSERT_NE(sink, nullptr);
+  sink->Push(ScoredFirst(10, "He"));
+  sink->Push(Last(11, "llo"));
+  stream.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages[0].first_prompt_token_id(), testing::FakeModelFrontend::kBos);
+  ExpectScoredPrompt(messages[0].prompt_logprobs());
+  for (size_t i = 1; i < messages.size(); ++i) EXPECT_EQ(messages[i].prompt_logprobs_size(), 0);
+}
+
+TEST_F(GenerationServiceTest, MaxTokensZeroNeedsPromptLogprobs) {
+  v1::GenerateRequest r = Request("hi");
+  r.mutable_stopping()->set_max_tokens(0);
+  grpc::ClientContext ctx;
+  v1::GenerateResponse response;
+  EXPECT_EQ(stub_->Generate(&ctx, r, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(backend_.num_submitted(), 0U);
+
+  r.set_prompt_logprobs(0);
+  grpc::Status status;
+  std::thread client([&] {
+    grpc::ClientContext scored_ctx;
+    status = stub_->Generate(&scored_ctx, r, &response);
+  });
+  std::shared_ptr<OutputSink> sink = backend_.WaitForSink(0);
+  ASSERT_NE(sink, nullptr);
+  EXPECT_EQ(backend_.params(0).stopping.max_tokens, 0);
+  RequestOutput only = ScoredFirst(0, "");
+  only.samples[0].token_ids.clear();
+  only.samples[0].finish_reason = FinishReason::kLength;
+  only.finished = true;
+  sink->Push(std::move(only));
+  client.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.completions(0).token_ids_size(), 0);
+  EXPECT_EQ(response.completions(0).finish_reason(), v1::FINISH_REASON_LENGTH);
+  ExpectScoredPrompt(response.prompt_logprobs());
+}
+
 TEST_F(GenerationServiceTest, StreamDeliversEveryTokenInOrder) {
   constexpr int kTokens = 500;
   std::vector<v1::GenerateStreamResponse> messages;
