@@ -70,13 +70,14 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
 }
 
 GenerateStreamReactor::Action GenerateStreamReactor::NextAction() {
-  if (write_in_flight_ || finish_called_) {
+  if (write_in_flight_ || write_issuing_ || finish_called_) {
     return Action::kNone;
   }
   if (coalescer_.has_pending() && !write_failed_) {
     in_flight_ = *coalescer_.TakeNext();
     in_flight_bytes_ = static_cast<int64_t>(in_flight_.ByteSizeLong());
     write_in_flight_ = true;
+    write_issuing_ = true;
     return Action::kWrite;
   }
   if (!coalescer_.finished()) {
@@ -92,31 +93,34 @@ GenerateStreamReactor::Action GenerateStreamReactor::NextAction() {
 
 void GenerateStreamReactor::Perform(Action action) {
   // The state machine guarantees this runs outside mu_ with no competing
-  // StartWrite/Finish: the reactor cannot reach OnDone before Finish.
-  switch (action) {
-    case Action::kNone:
-      return;
-    case Action::kWrite:
+  // StartWrite/Finish: while a write is being issued (write_issuing_) nothing
+  // else may finish the call, so the reactor cannot reach OnDone under us; the
+  // issuing thread then decides the next step itself.
+  while (action != Action::kNone) {
+    if (action == Action::kWrite) {
       ReactorRelease();
       StartWrite(&in_flight_);
-      return;
-    case Action::kFinish: {
-      absl::Status status;
-      Usage usage;
-      {
-        MutexLock lock(mu_);
-        status = finish_status_;
-        usage = coalescer_.usage();
-      }
-      FinishWith(status, usage);
-      return;
+      MutexLock lock(mu_);
+      write_issuing_ = false;
+      action = NextAction();
+      continue;
     }
+    absl::Status status;
+    Usage usage;
+    {
+      MutexLock lock(mu_);
+      status = finish_status_;
+      usage = coalescer_.usage();
+    }
+    FinishWith(status, usage);
+    return;
   }
 }
 
 bool GenerateStreamReactor::CheckBuffer(absl::Time now) {
   MutexLock lock(mu_);
-  if (finish_called_) {
+  // A write being issued must reach gRPC before Finish; the next tick retries.
+  if (finish_called_ || write_issuing_) {
     return false;
   }
   const int64_t buffered = coalescer_.pending_bytes() + (write_in_flight_ ? in_flight_bytes_ : 0);

@@ -59,6 +59,9 @@ class GenerateStreamReactor final
   // The message being written; untouched from StartWrite until OnWriteDone.
   v1::GenerateStreamResponse in_flight_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  // From deciding a write until its StartWrite has returned: no Finish may
+  // overtake it, so neither NextAction nor the watchdog finishes meanwhile.
+  bool write_issuing_ ABSL_GUARDED_BY(mu_) = false;
   int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Since when the buffered output has been over the cap, as the watchdog saw.
   std::optional<absl::Time> over_since_ ABSL_GUARDED_BY(mu_);
