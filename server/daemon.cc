@@ -1,10 +1,15 @@
 #include "server/daemon.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +25,8 @@
 #include "server/loaded_model_frontend.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/openai_http.h"
+#include "server/probe_routes.h"
 #include "tokenizer/tokenizer_detokenizer.h"
 
 #ifndef LOOM_VERSION
@@ -182,6 +189,69 @@ int Drain(const ServerConfig& config, int signal, Engine& engine, GrpcServer& gr
   return engine.healthy() ? 0 : 2;
 }
 
+HttpServerOptions MakeHttpServerOptions(const ServerConfig& config) {
+  HttpServerOptions options;
+  options.host = config.host;
+  options.port = config.http_port;
+  options.threads = config.http_threads;
+  options.max_connections = config.http_max_connections;
+  options.header_timeout = config.http_header_timeout;
+  options.body_timeout = config.http_body_timeout;
+  options.max_body_bytes = config.http_max_body_bytes;
+  return options;
+}
+
+OpenAiHttpOptions MakeOpenAiHttpOptions(const ServerConfig& config) {
+  OpenAiHttpOptions options;
+  options.limits.max_stream_buffer_bytes = config.max_stream_buffer_bytes;
+  options.limits.stream_buffer_grace = config.stream_buffer_grace;
+  options.limits.access_log = config.access_log;
+  options.version = LOOM_VERSION;
+  options.created = absl::ToUnixSeconds(absl::Now());
+  return options;
+}
+
+// Every connection holds a descriptor: the soft open-files limit (often 1024)
+// is raised towards the hard one so that --http_max_connections can be met.
+void RaiseOpenFilesLimit(const ServerConfig& config) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return;
+  }
+  // Room for the connections plus the model files, gRPC and the log.
+  const rlim_t wanted = static_cast<rlim_t>(config.http_max_connections) + 1024;
+  const rlim_t target = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < target) {
+    limit.rlim_cur = target;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      LogLine(absl::StrCat("cannot raise the open-files limit: ", strerror(errno)));
+    }
+  }
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+    LogLine(absl::StrCat("the open-files limit is ", limit.rlim_cur, " (hard limit ",
+                         limit.rlim_max, "): fewer than --http_max_connections=",
+                         config.http_max_connections, " connections can be open"));
+  }
+}
+
+// The HTTP port's routes: the probes, then the OpenAI API.
+std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, const Engine& engine,
+                                          MetricsRegistry& metrics, const std::atomic<bool>& ready,
+                                          OpenAiHttp& openai) {
+  // Liveness lives here, in the engine's heartbeat; the HTTP layer only reads it.
+  auto live = [&engine, stall_timeout = config.engine_stall_timeout] {
+    return engine.healthy() && !engine.Stalled(stall_timeout);
+  };
+  std::vector<HttpServer::Route> routes =
+      ProbeRoutes(ProbeHandlers{.metrics = [&metrics] { return metrics.Scrape(); },
+                                .live = live,
+                                .ready = [&ready] { return ready.load(); }});
+  for (HttpServer::Route& route : openai.Routes()) {
+    routes.push_back(std::move(route));
+  }
+  return routes;
+}
+
 // Serves until a signal or an engine failure; the exit code.
 int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel& model,
           Engine& engine, MetricsRegistry& metrics, absl::Time start) {
@@ -189,24 +259,6 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
   const std::string served_name = ServedName(config, model);
   LoadedModelFrontend frontend(model, DescribeModel(model, geometry, engine.max_model_len(),
                                                     served_name, config.enable_prefix_caching));
-
-  std::atomic<bool> ready{false};
-  HttpServerOptions http_options;
-  http_options.host = config.host;
-  http_options.port = config.http_port;
-  // Liveness lives here, in the engine's heartbeat; the HTTP layer only reads it.
-  auto live = [&engine, stall_timeout = config.engine_stall_timeout] {
-    return engine.healthy() && !engine.Stalled(stall_timeout);
-  };
-  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
-      http_options, HttpHandlers{.metrics = [&metrics] { return metrics.Scrape(); },
-                                 .live = live,
-                                 .ready = [&ready] { return ready.load(); }});
-  if (!http.ok()) {
-    LogLine(absl::StrCat("cannot start the HTTP server: ", http.status().ToString()));
-    return 1;
-  }
-
   EngineBackend backend(engine);
   GenerationService service(
       frontend, backend,
@@ -214,6 +266,16 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
         metrics.RecordGrpcRequest(method, code);
       },
       MakeServiceOptions(config));
+  OpenAiHttp openai(frontend, service.intake(), backend, MakeOpenAiHttpOptions(config));
+
+  std::atomic<bool> ready{false};
+  absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+      MakeHttpServerOptions(config), HttpRoutes(config, engine, metrics, ready, openai),
+      [&metrics](std::string_view route, int status) { metrics.RecordHttpRequest(route, status); });
+  if (!http.ok()) {
+    LogLine(http.status().message());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
       GrpcServer::Start(config.host, config.port, service, MakeGrpcServerOptions(config));
   if (!grpc_server.ok()) {
@@ -223,16 +285,16 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
   (*grpc_server)->SetServing(true);
   ready.store(true);
   LogLine(absl::StrCat("serving ", served_name, " on ", config.host, ":", (*grpc_server)->port(),
-                       " (gRPC) and ", config.host, ":", (*http)->port(), " (HTTP); device ",
-                       geometry.device, ", dtype ", geometry.dtype, ", ",
-                       frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
-                       " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
-                       absl::FormatDuration(absl::Now() - start)));
+                       " (gRPC) and ", config.host, ":", (*http)->port(),
+                       " (HTTP); device ", geometry.device, ", dtype ",
+                       geometry.dtype, ", ", frontend.Info().num_kv_blocks(), " KV blocks of ",
+                       geometry.block_size, " tokens, max_model_len ", engine.max_model_len(),
+                       "; ready in ", absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled =
       WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout, **grpc_server);
   // Refuse new calls before health says so: a client that sees NOT_SERVING
-  // must also see UNAVAILABLE.
+  // (or a 503 from /readyz) must also see UNAVAILABLE.
   service.StopAccepting();
   ready.store(false);
   (*grpc_server)->SetServing(false);
@@ -240,15 +302,20 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
     LogLine("engine failed: requests in flight end with INTERNAL; exiting");
     engine.Shutdown(absl::InternalError("engine failure"));
     (*grpc_server)->Shutdown(absl::Now() + kListenerGrace);
+    (*http)->Stop(absl::Now() + kListenerGrace);
     return 2;
   }
-  return Drain(config, watcher.signal(), engine, **grpc_server);
+  const int code = Drain(config, watcher.signal(), engine, **grpc_server);
+  // After the engine: the streams it ended still write their last events.
+  (*http)->Stop(absl::Now() + kListenerGrace);
+  return code;
 }
 
 }  // namespace
 
 int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   const absl::Time start = absl::Now();
+  RaiseOpenFilesLimit(config);
   absl::StatusOr<std::shared_ptr<TestFault>> fault = TestFaultFromEnvironment(watcher);
   if (!fault.ok()) {
     LogLine(fault.status().message());

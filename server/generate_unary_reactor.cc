@@ -39,25 +39,7 @@ void GenerateUnaryReactor::OnOutput(RequestOutput output) {
     if (finished_) {
       return;
     }
-    if (!output.prompt_logprobs.empty()) {
-      AppendLogprobs(output.prompt_logprobs, *response_->mutable_prompt_logprobs());
-      response_->set_first_prompt_token_id(output.first_prompt_token_id);
-    }
-    for (const SampleDelta& delta : output.samples) {
-      if (delta.index >= static_cast<uint32_t>(response_->completions_size())) {
-        continue;
-      }
-      v1::Completion& completion = *response_->mutable_completions(static_cast<int>(delta.index));
-      for (int32_t id : delta.token_ids) {
-        completion.add_token_ids(id);
-      }
-      completion.mutable_text()->append(delta.text);
-      AppendLogprobs(delta.logprobs, *completion.mutable_logprobs());
-      if (delta.finish_reason != FinishReason::kNone) {
-        completion.set_finish_reason(ToProtoFinishReason(delta.finish_reason));
-        completion.set_stop_reason(delta.stop_reason);
-      }
-    }
+    AppendToResponse(output, *response_);
     if (!output.finished) {
       return;
     }

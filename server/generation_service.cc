@@ -55,7 +55,7 @@ GenerationService::GenerationService(const ModelFrontend& model, GenerationBacke
       backend_(backend),
       recorder_(std::move(recorder)),
       options_(options),
-      builder_(model, options.limits),
+      intake_(model, options.limits),
       watchdog_(WatchInterval(options.stream_buffer_grace)) {}
 
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,
@@ -69,22 +69,9 @@ grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerCon
   return reactor;
 }
 
-absl::Status GenerationService::CheckAccepting() const {
-  if (accepting_.load(std::memory_order_acquire)) {
-    return absl::OkStatus();
-  }
-  return DrainingStatus();
-}
-
 absl::StatusOr<RequestParams> GenerationService::Prepare(const grpc::CallbackServerContext& context,
                                                          const v1::GenerateRequest& request) {
-  LOOM_RETURN_IF_ERROR(CheckAccepting());
-  absl::StatusOr<RequestParams> params = builder_.Build(request, absl::Now(), DeadlineOf(context));
-  if (!params.ok()) {
-    LogLine(absl::StrCat("request ", request.request_id().empty() ? "-" : request.request_id(),
-                         " rejected: ", params.status().ToString()));
-  }
-  return params;
+  return intake_.Prepare(request, DeadlineOf(context));
 }
 
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* context,
@@ -115,10 +102,7 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
-  if (absl::Status st = CheckAccepting(); !st.ok()) {
-    return FinishUnary(context, "Tokenize", st);
-  }
-  absl::StatusOr<std::vector<int32_t>> ids = builder_.Tokenize(*request);
+  absl::StatusOr<std::vector<int32_t>> ids = intake_.Tokenize(*request);
   if (!ids.ok()) {
     return FinishUnary(context, "Tokenize", ids.status());
   }
@@ -132,7 +116,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* /*request*/,
     v1::ModelInfo* response) {
-  if (absl::Status st = CheckAccepting(); !st.ok()) {
+  if (absl::Status st = intake_.CheckAccepting(); !st.ok()) {
     return FinishUnary(context, "GetModelInfo", st);
   }
   *response = model_.Info();

@@ -3,13 +3,11 @@
 // GenerationBackend and relays the outputs (Generate*Reactor).
 #pragma once
 
-#include <atomic>
-
 #include "grpcpp/support/server_callback.h"
 #include "loom/v1/generation.grpc.pb.h"
 #include "server/generation_backend.h"
 #include "server/model_frontend.h"
-#include "server/request_builder.h"
+#include "server/request_intake.h"
 #include "server/rpc_recorder.h"
 #include "server/service_options.h"
 #include "server/stream_watchdog.h"
@@ -23,8 +21,12 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   GenerationService(const ModelFrontend& model, GenerationBackend& backend,
                     RpcRecorder recorder = nullptr, const ServiceOptions& options = {});
 
-  // From now on new calls get UNAVAILABLE; calls in flight carry on.
-  void StopAccepting() { accepting_.store(false, std::memory_order_release); }
+  // From now on new calls get UNAVAILABLE, on every transport that shares
+  // intake(); calls in flight carry on.
+  void StopAccepting() { intake_.StopAccepting(); }
+  // The intake the HTTP front end shares, so that both ports apply the same
+  // validation and the same drain.
+  RequestIntake& intake() { return intake_; }
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* context,
                                      const v1::GenerateRequest* request,
@@ -43,7 +45,6 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // check, validation, tokenization, deadline.
   absl::StatusOr<RequestParams> Prepare(const grpc::CallbackServerContext& context,
                                         const v1::GenerateRequest& request);
-  absl::Status CheckAccepting() const;
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                         std::string_view method, const absl::Status& status);
 
@@ -51,9 +52,8 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   GenerationBackend& backend_;
   RpcRecorder recorder_;
   const ServiceOptions options_;
-  RequestBuilder builder_;
+  RequestIntake intake_;
   StreamWatchdog watchdog_;
-  std::atomic<bool> accepting_{true};
 };
 
 }  // namespace loom

@@ -32,6 +32,10 @@ absl::StatusOr<std::string> LoadedModelFrontend::RenderChat(
   return model_.chat_template->Render(turns, /*add_generation_prompt=*/true);
 }
 
+std::string LoadedModelFrontend::Decode(std::span<const int32_t> ids) const {
+  return model_.tokenizer->Decode(ids);
+}
+
 std::string LoadedModelFrontend::TokenToPiece(int32_t id) const {
   return model_.tokenizer->TokenToPiece(id);
 }

@@ -21,6 +21,7 @@ class LoadedModelFrontend final : public ModelFrontend {
 
   std::vector<int32_t> Encode(std::string_view text, bool add_special_tokens) const override;
   absl::StatusOr<std::string> RenderChat(const v1::ChatMessages& messages) const override;
+  std::string Decode(std::span<const int32_t> ids) const override;
   std::string TokenToPiece(int32_t id) const override;
   const v1::ModelInfo& Info() const override { return info_; }
 

@@ -23,7 +23,8 @@ ABSL_FLAG(std::string, dtype, "auto", "auto, float32, bfloat16 or float16.");
 ABSL_FLAG(std::string, attention_kernel, "auto",
           "CUDA paged decode attention: auto (v1 until v2 is verified on a GPU), v1 or v2.");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
-ABSL_FLAG(int32_t, http_port, 8080, "HTTP port for /metrics, /healthz, /readyz (0: free one).");
+ABSL_FLAG(int32_t, http_port, 8080,
+          "HTTP port for the OpenAI API, /metrics, /healthz and /readyz (0: a free one).");
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block: a power of two in [8, 256].");
 ABSL_FLAG(double, kv_cache_memory_fraction, 0.9,
@@ -73,6 +74,15 @@ ABSL_FLAG(int64_t, max_stream_buffer_bytes, 4 << 20,
           "Unsent output a GenerateStream call may hold for a client that does not read.");
 ABSL_FLAG(std::string, stream_buffer_grace, "10s",
           "A stream over --max_stream_buffer_bytes this long is aborted (RESOURCE_EXHAUSTED).");
+ABSL_FLAG(int32_t, http_threads, 2,
+          "I/O threads of the HTTP port (asynchronous: not per connection).");
+ABSL_FLAG(int32_t, http_max_connections, 4096,
+          "Open HTTP connections beyond this are closed at once; the open-files limit is raised "
+          "to fit.");
+ABSL_FLAG(std::string, http_header_timeout, "30s",
+          "An HTTP request head (or an idle keep-alive connection) must arrive within this.");
+ABSL_FLAG(std::string, http_body_timeout, "60s", "An HTTP request body must arrive within this.");
+ABSL_FLAG(int64_t, http_max_body_bytes, 8 << 20, "Largest HTTP request body; larger ones get 413.");
 ABSL_FLAG(bool, access_log, true, "Log one line per finished Generate/GenerateStream call.");
 
 namespace {
@@ -100,7 +110,14 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
   config.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
   config.access_log = absl::GetFlag(FLAGS_access_log);
-  return ParseDurationFlag("grpc_keepalive_time", absl::GetFlag(FLAGS_grpc_keepalive_time),
+  config.http_threads = absl::GetFlag(FLAGS_http_threads);
+  config.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  config.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);
+  return ParseDurationFlag("http_header_timeout", absl::GetFlag(FLAGS_http_header_timeout),
+                           &config.http_header_timeout) &&
+         ParseDurationFlag("http_body_timeout", absl::GetFlag(FLAGS_http_body_timeout),
+                           &config.http_body_timeout) &&
+         ParseDurationFlag("grpc_keepalive_time", absl::GetFlag(FLAGS_grpc_keepalive_time),
                            &config.grpc_keepalive_time) &&
          ParseDurationFlag("grpc_keepalive_timeout", absl::GetFlag(FLAGS_grpc_keepalive_timeout),
                            &config.grpc_keepalive_timeout) &&

@@ -99,6 +99,10 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
   for (const char* method : kGenerationMethods) {
     grpc_requests_->Add({{"method", method}, {"code", "OK"}});
   }
+  http_requests_ = &BuildCounter()
+                        .Name("loom_http_requests_total")
+                        .Help("HTTP responses by route and status code.")
+                        .Register(registry);
   BuildGauge()
       .Name("loom_build_info")
       .Help("Always 1; the labels say what is running.")
@@ -139,6 +143,10 @@ void MetricsRegistry::OnInterTokenLatencies(std::span<const double> seconds) {
 void MetricsRegistry::RecordGrpcRequest(std::string_view method, absl::StatusCode code) {
   grpc_requests_->Add({{"method", std::string(method)}, {"code", absl::StatusCodeToString(code)}})
       .Increment();
+}
+
+void MetricsRegistry::RecordHttpRequest(std::string_view route, int code) {
+  http_requests_->Add({{"route", std::string(route)}, {"code", std::to_string(code)}}).Increment();
 }
 
 void MetricsRegistry::AddCallbackCounter(std::string name, std::string help,

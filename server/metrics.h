@@ -49,6 +49,10 @@ class MetricsRegistry : public EngineObserver {
   // (gRPC and absl share the numbering and the names).
   void RecordGrpcRequest(std::string_view method, absl::StatusCode code);
 
+  // Once per HTTP response, from the HTTP threads: route is the registered
+  // path (or "other", so that the label stays bounded), code the status sent.
+  void RecordHttpRequest(std::string_view route, int code);
+
   // A counter whose value value() reads at scrape time (for counts kept
   // elsewhere, e.g. loom_log_messages_dropped_total). Call before serving.
   void AddCallbackCounter(std::string name, std::string help, std::function<double()> value);
@@ -78,6 +82,7 @@ class MetricsRegistry : public EngineObserver {
   prometheus::Histogram* batch_size_ = nullptr;
   prometheus::Histogram* batch_tokens_ = nullptr;
   prometheus::Family<prometheus::Counter>* grpc_requests_ = nullptr;
+  prometheus::Family<prometheus::Counter>* http_requests_ = nullptr;
   struct CallbackCounter {
     std::string name;
     std::string help;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ class ModelFrontend {
   // INVALID_ARGUMENT when the template rejects them, FAILED_PRECONDITION when
   // the model has no usable chat template.
   virtual absl::StatusOr<std::string> RenderChat(const v1::ChatMessages& messages) const = 0;
+  // The text of token ids (special tokens included), for /detokenize and the
+  // OpenAI logprobs' token strings.
+  virtual std::string Decode(std::span<const int32_t> ids) const = 0;
   // The vocabulary string of a token, for TokenizeResponse.tokens.
   virtual std::string TokenToPiece(int32_t id) const = 0;
   // Fixed once the daemon is ready: vocab_size and max_model_len bound requests.

@@ -1,5 +1,7 @@
 #include "server/proto_convert.h"
 
+#include "server/status_mapping.h"
+
 namespace loom {
 
 void CopyUsage(const Usage& usage, v1::Usage& out) {
@@ -22,6 +24,28 @@ void AppendLogprobs(const std::vector<TokenLogprobs>& logprobs,
       v1::TopLogprob* alt = token->add_top();
       alt->set_token_id(top.token_id);
       alt->set_logprob(top.logprob);
+    }
+  }
+}
+
+void AppendToResponse(const RequestOutput& output, v1::GenerateResponse& response) {
+  if (!output.prompt_logprobs.empty()) {
+    AppendLogprobs(output.prompt_logprobs, *response.mutable_prompt_logprobs());
+    response.set_first_prompt_token_id(output.first_prompt_token_id);
+  }
+  for (const SampleDelta& delta : output.samples) {
+    if (delta.index >= static_cast<uint32_t>(response.completions_size())) {
+      continue;
+    }
+    v1::Completion& completion = *response.mutable_completions(static_cast<int>(delta.index));
+    for (int32_t id : delta.token_ids) {
+      completion.add_token_ids(id);
+    }
+    completion.mutable_text()->append(delta.text);
+    AppendLogprobs(delta.logprobs, *completion.mutable_logprobs());
+    if (delta.finish_reason != FinishReason::kNone) {
+      completion.set_finish_reason(ToProtoFinishReason(delta.finish_reason));
+      completion.set_stop_reason(delta.stop_reason);
     }
   }
 }

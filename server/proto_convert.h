@@ -15,4 +15,8 @@ void CopyUsage(const Usage& usage, v1::Usage& out);
 void AppendLogprobs(const std::vector<TokenLogprobs>& logprobs,
                     google::protobuf::RepeatedPtrField<v1::TokenLogprob>& out);
 
+// Appends the samples' new tokens, text and logprobs to the response's
+// completions (made beforehand, one per sample), and their finish reasons.
+void AppendToResponse(const RequestOutput& output, v1::GenerateResponse& response);
+
 }  // namespace loom

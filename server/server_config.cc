@@ -62,14 +62,19 @@ absl::Status ValidateLimits(const ServerConfig& c) {
       {"max_prompt_tokens", c.max_prompt_tokens},
       {"grpc_max_receive_bytes", c.grpc_max_receive_bytes},
       {"grpc_max_concurrent_streams", c.grpc_max_concurrent_streams},
-      {"max_stream_buffer_bytes", c.max_stream_buffer_bytes}};
+      {"max_stream_buffer_bytes", c.max_stream_buffer_bytes},
+      {"http_threads", c.http_threads},
+      {"http_max_connections", c.http_max_connections},
+      {"http_max_body_bytes", c.http_max_body_bytes}};
   for (const auto& [flag, value] : at_least_one) {
     LOOM_RETURN_IF_ERROR(CheckAtLeast(flag, value, 1));
   }
   const std::pair<absl::string_view, absl::Duration> positive[] = {
       {"grpc_keepalive_time", c.grpc_keepalive_time},
       {"grpc_keepalive_timeout", c.grpc_keepalive_timeout},
-      {"stream_buffer_grace", c.stream_buffer_grace}};
+      {"stream_buffer_grace", c.stream_buffer_grace},
+      {"http_header_timeout", c.http_header_timeout},
+      {"http_body_timeout", c.http_body_timeout}};
   for (const auto& [flag, value] : positive) {
     LOOM_RETURN_IF_ERROR(CheckPositive(flag, value));
   }

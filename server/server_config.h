@@ -51,6 +51,12 @@ struct ServerConfig {
   int32_t grpc_max_concurrent_streams = 1024;
   int64_t max_stream_buffer_bytes = int64_t{4} << 20;
   absl::Duration stream_buffer_grace = absl::Seconds(10);
+  // The HTTP port (HttpServerOptions).
+  int32_t http_threads = 2;
+  int32_t http_max_connections = 4096;
+  absl::Duration http_header_timeout = absl::Seconds(30);
+  absl::Duration http_body_timeout = absl::Seconds(60);
+  int64_t http_max_body_bytes = int64_t{8} << 20;
   bool access_log = true;
 };
 

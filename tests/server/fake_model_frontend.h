@@ -43,6 +43,12 @@ class FakeModelFrontend final : public ModelFrontend {
     return text + "assistant: ";
   }
 
+  std::string Decode(std::span<const int32_t> ids) const override {
+    std::string text;
+    for (int32_t id : ids) text += TokenToPiece(id);
+    return text;
+  }
+
   std::string TokenToPiece(int32_t id) const override {
     if (id < 256) return std::string(1, static_cast<char>(id));
     return absl::StrCat("<", id, ">");

@@ -129,6 +129,24 @@ TEST(ServerConfigTest, RejectsNonPositiveLimits) {
   EXPECT_EQ(ValidateServerConfig(c).message(), "grpc_keepalive_timeout must be > 0s; got -1s");
 }
 
+TEST(ServerConfigTest, RejectsNonPositiveHttpLimits) {
+  ServerConfig c = Valid();
+  c.http_threads = 0;
+  EXPECT_EQ(ValidateServerConfig(c).message(), "http_threads must be >= 1; got 0");
+  c = Valid();
+  c.http_max_connections = -5;
+  EXPECT_EQ(ValidateServerConfig(c).message(), "http_max_connections must be >= 1; got -5");
+  c = Valid();
+  c.http_max_body_bytes = 0;
+  EXPECT_EQ(ValidateServerConfig(c).message(), "http_max_body_bytes must be >= 1; got 0");
+  c = Valid();
+  c.http_header_timeout = absl::ZeroDuration();
+  EXPECT_EQ(ValidateServerConfig(c).message(), "http_header_timeout must be > 0s; got 0");
+  c = Valid();
+  c.http_body_timeout = absl::Seconds(-2);
+  EXPECT_EQ(ValidateServerConfig(c).message(), "http_body_timeout must be > 0s; got -2s");
+}
+
 TEST(ServerConfigTest, ModelPathPrefersFlagThenEnvThenDefault) {
   EXPECT_EQ(ResolveModelPath("/a.gguf", "/b.gguf", "~/c.gguf", "/home/u"), "/a.gguf");
   EXPECT_EQ(ResolveModelPath("", "/b.gguf", "~/c.gguf", "/home/u"), "/b.gguf");
