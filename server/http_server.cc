@@ -762,7 +762,8 @@ const HttpHandler* HttpServer::Impl::Find(const HttpRequest& request, std::strin
     *status = 404;
     return nullptr;
   }
-  const std::string_view method = request.method == "HEAD" ? "GET" : request.method;
+  const std::string_view method =
+      request.method == "HEAD" ? std::string_view("GET") : std::string_view(request.method);
   *route = it->first;
   for (const Route& candidate : it->second) {
     if (candidate.method == method) {
