@@ -1,6 +1,7 @@
 // OpenAI request bodies are untrusted input: parse arbitrary bytes as a
-// /v1/completions and as a /v1/chat/completions body, and render what a
-// failure would send back, as the HTTP front end does before any work.
+// /v1/completions, a /v1/chat/completions, a /tokenize and a /detokenize body,
+// and render what a failure would send back, as the HTTP front end does
+// before any work.
 #include <cstddef>
 #include <cstdint>
 
@@ -8,6 +9,7 @@
 #include "openai/chat_request.h"
 #include "openai/completion_request.h"
 #include "openai/openai_error.h"
+#include "openai/tokenize.h"
 
 namespace {
 
@@ -25,5 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               loom::openai::Endpoint::kCompletions);
   RenderError(loom::openai::ParseChatRequest(body).status(),
               loom::openai::Endpoint::kChatCompletions);
+  RenderError(loom::openai::ParseTokenizeRequest(body).status(),
+              loom::openai::Endpoint::kCompletions);
+  RenderError(loom::openai::ParseDetokenizeRequest(body).status(),
+              loom::openai::Endpoint::kCompletions);
   return 0;
 }
