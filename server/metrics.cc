@@ -103,6 +103,10 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
                         .Name("loom_http_requests_total")
                         .Help("HTTP responses by route and status code.")
                         .Register(registry);
+  // Likewise the 200 series of the OpenAI generation routes.
+  for (const char* route : {"/v1/completions", "/v1/chat/completions"}) {
+    http_requests_->Add({{"route", route}, {"code", "200"}});
+  }
   BuildGauge()
       .Name("loom_build_info")
       .Help("Always 1; the labels say what is running.")
