@@ -285,11 +285,11 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
   (*grpc_server)->SetServing(true);
   ready.store(true);
   LogLine(absl::StrCat("serving ", served_name, " on ", config.host, ":", (*grpc_server)->port(),
-                       " (gRPC) and ", config.host, ":", (*http)->port(),
-                       " (HTTP); device ", geometry.device, ", dtype ",
-                       geometry.dtype, ", ", frontend.Info().num_kv_blocks(), " KV blocks of ",
-                       geometry.block_size, " tokens, max_model_len ", engine.max_model_len(),
-                       "; ready in ", absl::FormatDuration(absl::Now() - start)));
+                       " (gRPC) and ", config.host, ":", (*http)->port(), " (HTTP); device ",
+                       geometry.device, ", dtype ", geometry.dtype, ", ",
+                       frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
+                       " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
+                       absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled =
       WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout, **grpc_server);
