@@ -12,7 +12,8 @@ std::string RenderModelList(std::span<const v1::ModelInfo> models, int64_t creat
                     {"created", created},
                     {"owned_by", kModelOwner},
                     {"root", model.name()},
-                    {"max_model_len", model.max_model_len()}});
+                    {"max_model_len", model.max_model_len()},
+                    {"vocab_size", model.vocab_size()}});
   }
   return Dump({{"object", "list"}, {"data", std::move(data)}});
 }

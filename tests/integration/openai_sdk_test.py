@@ -3,8 +3,9 @@
 greedy answers, streaming against non-streaming, usage, n, logprobs (sampled
 and prompt), stop, seed, max_completion_tokens, the error statuses as the
 SDK's exception classes, a disconnect that frees its KV blocks, plain
-`curl -N` framing, idle connections beside /healthz, and (with --heavy) 256
-concurrent SSE streams batched together on a flat thread count.
+`curl -N` framing, idle connections beside /healthz, `loom bench`'s OpenAI
+backends, and (with --heavy) 256 concurrent SSE streams batched together on a
+flat thread count.
 """
 import argparse
 import asyncio
@@ -92,6 +93,38 @@ class OpenAiSdkTest(unittest.TestCase):
         cls.loomd = Loomd(ARGS.loomd)
         cls.client = cls.loomd.client()
         cls.model = cls.client.models.list().data[0].id
+
+    def test_loom_bench_drives_both_openai_routes(self):
+        """`loom bench --backend=openai|openai-chat`: every request streams to
+        its exact length (ignore_eos) and the JSON names the backend."""
+        for backend, route_input in (("openai", 4 * 16), ("openai-chat", None)):
+            with self.subTest(backend=backend):
+                out = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                   f"loom_bench_{backend}_{os.getpid()}.json")
+                run = subprocess.run(
+                    [ARGS.loom, "bench", f"--backend={backend}", f"--target={self.loomd.url}",
+                     "--num_prompts=4", "--input_len=16", "--output_len=8", "--seed=3",
+                     f"--json={out}"], capture_output=True, text=True, timeout=300)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                with open(out) as f:
+                    result = json.load(f)
+                os.unlink(out)
+                self.assertEqual(result["backend"], backend)
+                self.assertEqual((result["completed"], result["failed"]), (4, 0))
+                self.assertEqual(result["total_output_tokens"], 4 * 8)
+                if route_input is not None:
+                    self.assertEqual(result["total_input_tokens"], route_input)
+                else:  # the chat template adds its tokens around each message
+                    self.assertGreater(result["total_input_tokens"], 4 * 16)
+                self.assertGreater(result["median_ttft_ms"], 0)
+                self.assertGreater(result["median_itl_ms"], 0)
+
+    def test_loom_bench_reports_a_failing_target(self):
+        run = subprocess.run(
+            [ARGS.loom, "bench", "--backend=openai", f"--target={self.loomd.url}/nowhere",
+             "--num_prompts=1"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("HTTP 404", run.stderr)
 
     @classmethod
     def tearDownClass(cls):
@@ -460,5 +493,6 @@ def open_stream(port, body):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--loomd", required=True)
+    parser.add_argument("--loom", required=True, help="the loom CLI, for `loom bench`")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

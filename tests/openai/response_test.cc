@@ -316,10 +316,12 @@ TEST(ModelsResponseTest, ModelList) {
   v1::ModelInfo model;
   model.set_name("llama-3-8b");
   model.set_max_model_len(8192);
+  model.set_vocab_size(128256);
   EXPECT_EQ(json::parse(RenderModelList({&model, 1}, 1700000000)), json::parse(R"({
     "object": "list",
     "data": [{"id": "llama-3-8b", "object": "model", "created": 1700000000, "owned_by": "loom",
-              "root": "llama-3-8b", "max_model_len": 8192}]})"));
+              "root": "llama-3-8b", "max_model_len": 8192,
+              "vocab_size": 128256}]})"));
   EXPECT_EQ(json::parse(RenderModelList({}, 0)), json::parse(R"({"object": "list", "data": []})"));
 }
 

@@ -1,15 +1,16 @@
 #include "tools/bench/bench.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
-#include "grpcpp/client_context.h"
-#include "loom/v1/generation.grpc.pb.h"
 #include "tools/bench/arrivals.h"
+#include "tools/bench/backend.h"
 #include "tools/bench/bench_stats.h"
 #include "tools/bench/dataset.h"
 #include "tools/bench/report.h"
@@ -18,22 +19,8 @@
 namespace loom::bench {
 namespace {
 
-constexpr absl::Duration kInfoTimeout = absl::Seconds(30);
-
-absl::StatusOr<v1::ModelInfo> GetModelInfo(v1::GenerationService::Stub& stub) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kInfoTimeout));
-  v1::ModelInfo info;
-  const grpc::Status status = stub.GetModelInfo(&context, v1::GetModelInfoRequest(), &info);
-  if (!status.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("GetModelInfo failed: ", status.error_code(), " ", status.error_message()));
-  }
-  return info;
-}
-
 absl::StatusOr<std::vector<BenchPrompt>> MakeDataset(const BenchOptions& options,
-                                                     const v1::ModelInfo& info) {
+                                                     const TargetInfo& info) {
   if (options.dataset != "random") {
     return JsonlDataset(options.dataset, options.num_prompts, options.output_len);
   }
@@ -43,11 +30,18 @@ absl::StatusOr<std::vector<BenchPrompt>> MakeDataset(const BenchOptions& options
   random.output_len = options.output_len;
   random.range_ratio = options.range_ratio;
   random.seed = options.seed;
-  SafeTokenRange(static_cast<int32_t>(info.vocab_size()), random.min_token_id, random.max_token_id);
+  const int32_t vocab_size = options.vocab_size > 0 ? options.vocab_size : info.vocab_size;
+  if (vocab_size <= 0) {
+    return absl::InvalidArgumentError(
+        "the server does not report its vocabulary size, which the random dataset needs: "
+        "pass --vocab_size, or a JSONL --dataset");
+  }
+  SafeTokenRange(vocab_size, random.min_token_id, random.max_token_id);
   absl::StatusOr<std::vector<BenchPrompt>> prompts = RandomDataset(random);
   if (!prompts.ok()) return prompts.status();
   // Fit every request into the context: the prompt yields to the output.
-  const int64_t max_len = info.max_model_len();
+  const int64_t max_len = info.max_model_len;
+  if (max_len <= 1) return prompts;
   for (BenchPrompt& p : *prompts) {
     p.output_len = static_cast<int32_t>(std::min<int64_t>(p.output_len, max_len - 1));
     const auto room = static_cast<size_t>(max_len - p.output_len);
@@ -56,34 +50,35 @@ absl::StatusOr<std::vector<BenchPrompt>> MakeDataset(const BenchOptions& options
   return prompts;
 }
 
-v1::GenerateRequest ToRequest(const BenchPrompt& prompt, size_t index, uint64_t seed) {
-  v1::GenerateRequest r;
-  r.set_request_id(absl::StrCat("bench-", seed, "-", index));
-  if (prompt.token_ids.empty()) {
-    r.set_prompt(prompt.text);
-  } else {
-    r.mutable_prompt_token_ids()->mutable_ids()->Add(prompt.token_ids.begin(),
-                                                     prompt.token_ids.end());
-    // The ids are the whole prompt: no BOS in front, so lengths are exact.
-    r.set_add_special_tokens(false);
-  }
-  r.mutable_sampling()->set_temperature(0);
-  r.mutable_stopping()->set_max_tokens(static_cast<uint32_t>(prompt.output_len));
-  r.mutable_stopping()->set_ignore_eos(true);
-  return r;
+// Runs prompts[i] with max_tokens[i] at arrivals[i].
+RunResult Run(Backend& backend, const std::vector<BenchPrompt>& prompts,
+              const std::vector<int32_t>& max_tokens, const std::vector<double>& arrivals,
+              int max_concurrency, const std::string& id_prefix) {
+  std::vector<std::string> ids(prompts.size());
+  auto start = [&](size_t i, RequestDone done) {
+    ids[i] = absl::StrCat(id_prefix, i);
+    backend.Start(prompts[i], ids[i], max_tokens[i], std::move(done));
+  };
+  return RunRequests(prompts.size(), start, arrivals, max_concurrency);
 }
 
 }  // namespace
 
-int Bench(const std::shared_ptr<grpc::Channel>& channel, const BenchOptions& options,
-          std::ostream& out, std::ostream& err) {
+absl::StatusOr<BackendKind> ParseBackend(absl::string_view name) {
+  if (name == "loom") return BackendKind::kLoom;
+  if (name == "openai") return BackendKind::kOpenAi;
+  if (name == "openai-chat") return BackendKind::kOpenAiChat;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--backend=", name, ": expected loom, openai or openai-chat"));
+}
+
+int Bench(Backend& backend, const BenchOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Slo> slo = ParseSlo(options.slo);
   if (!slo.ok()) {
     err << slo.status().message() << "\n";
     return 2;
   }
-  auto stub = v1::GenerationService::NewStub(channel);
-  absl::StatusOr<v1::ModelInfo> info = GetModelInfo(*stub);
+  absl::StatusOr<TargetInfo> info = backend.Info();
   if (!info.ok()) {
     err << info.status().message() << "\n";
     return 1;
@@ -93,34 +88,36 @@ int Bench(const std::shared_ptr<grpc::Channel>& channel, const BenchOptions& opt
     err << prompts.status().message() << "\n";
     return 2;
   }
-  std::vector<v1::GenerateRequest> requests;
-  for (size_t i = 0; i < prompts->size(); ++i) {
-    requests.push_back(ToRequest((*prompts)[i], i, options.seed));
+  if (absl::Status prepared = backend.Prepare(*prompts); !prepared.ok()) {
+    err << prepared.message() << "\n";
+    return 1;
   }
-  if (!requests.empty()) {
+  const std::string id_prefix = absl::StrCat("bench-", options.seed, "-");
+  if (!prompts->empty()) {
     // One short request first, as vLLM does: a wrong target or dataset fails
     // here instead of in every request of the run.
-    v1::GenerateRequest probe = requests.front();
-    probe.set_request_id(absl::StrCat(probe.request_id(), "-probe"));
-    probe.mutable_stopping()->set_max_tokens(1);
-    RunResult probe_result = RunRequests(*stub, {probe}, {0.0}, 1);
-    if (!probe_result.errors.empty()) {
-      err << "the test request failed: " << probe_result.errors.begin()->first << "\n";
+    RunResult probe = Run(backend, {prompts->front()}, {1}, {0.0}, 1, id_prefix + "probe-");
+    if (!probe.errors.empty()) {
+      err << "the test request failed: " << probe.errors.begin()->first << "\n";
       return 1;
     }
   }
   err << absl::StrFormat("%s: %d requests, rate %g/s, max concurrency %d, model %s\n",
-                         options.dataset, requests.size(), options.request_rate,
-                         options.max_concurrency, info->name());
+                         options.dataset, prompts->size(), options.request_rate,
+                         options.max_concurrency, info->model);
+  std::vector<int32_t> max_tokens;
+  for (const BenchPrompt& p : *prompts) max_tokens.push_back(p.output_len);
   const std::vector<double> arrivals =
-      PoissonArrivals(static_cast<int>(requests.size()), options.request_rate, options.seed);
-  RunResult result = RunRequests(*stub, requests, arrivals, options.max_concurrency);
+      PoissonArrivals(static_cast<int>(prompts->size()), options.request_rate, options.seed);
+  RunResult result =
+      Run(backend, *prompts, max_tokens, arrivals, options.max_concurrency, id_prefix);
   for (const auto& [error, count] : result.errors) err << count << " x " << error << "\n";
 
   const BenchMetrics metrics = ComputeMetrics(result.records, result.duration, *slo);
   out << FormatTable(metrics, !options.slo.empty());
   if (!options.json_path.empty()) {
-    RunConfig config{.model_id = info->name(),
+    RunConfig config{.backend = options.backend_name,
+                     .model_id = info->model,
                      .num_prompts = options.num_prompts,
                      .request_rate = options.request_rate,
                      .max_concurrency = options.max_concurrency,

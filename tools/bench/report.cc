@@ -69,7 +69,7 @@ std::string FormatTable(const BenchMetrics& m, bool with_goodput) {
 
 std::string ToJson(const BenchMetrics& m, const RunConfig& config) {
   nlohmann::json j;
-  j["backend"] = "loom";
+  j["backend"] = config.backend;
   j["model_id"] = config.model_id;
   j["num_prompts"] = config.num_prompts;
   // JSON has no infinity; vLLM writes the string "inf" for all-at-once.

@@ -10,6 +10,7 @@ namespace loom::bench {
 
 // What the run was, echoed in the JSON next to the metrics.
 struct RunConfig {
+  std::string backend = "loom";  // loom, openai or openai-chat
   std::string model_id;
   int num_prompts = 0;
   double request_rate = 0;  // infinite for all-at-once

@@ -2,41 +2,27 @@
 
 #include <chrono>
 #include <memory>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "tools/bench/stream_call.h"
 
 namespace loom::bench {
-namespace {
 
-RequestRecord ToRecord(const StreamCall& call) {
-  RequestRecord r;
-  r.ok = call.status().ok();
-  r.input_tokens = call.has_usage() ? call.usage().prompt_tokens() : 0;
-  r.output_tokens = call.output_tokens();
-  r.ttft = call.ttft();
-  r.e2el = call.e2el();
-  r.itls = call.itls();
-  return r;
-}
-
-}  // namespace
-
-RunResult RunRequests(v1::GenerationService::Stub& stub,
-                      const std::vector<v1::GenerateRequest>& requests,
-                      const std::vector<double>& arrivals, int max_concurrency) {
+RunResult RunRequests(size_t count, const StartRequest& start, const std::vector<double>& arrivals,
+                      int max_concurrency) {
   absl::Mutex mu;
   int64_t in_flight = 0;
   size_t finished = 0;
-  std::vector<std::unique_ptr<StreamCall>> calls;
-  calls.reserve(requests.size());
+  RunResult result;
+  result.records.resize(count);
+  std::vector<std::string> errors(count);
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto start_time = std::chrono::steady_clock::now();
   const absl::Time wall_start = absl::Now();
-  for (size_t i = 0; i < requests.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     absl::SleepFor(wall_start + absl::Seconds(arrivals[i]) - absl::Now());
     {
       absl::MutexLock lock(&mu);
@@ -46,29 +32,39 @@ RunResult RunRequests(v1::GenerationService::Stub& stub,
       mu.Await(absl::Condition(&has_room));
       ++in_flight;
     }
-    calls.push_back(
-        std::make_unique<StreamCall>(requests[i], StreamCall::Options{}, [&](StreamCall&) {
-          absl::MutexLock lock(&mu);
-          --in_flight;
-          ++finished;
-        }));
-    calls.back()->Start(stub);
+    start(i, [&, i](RequestRecord record, std::string error) {
+      absl::MutexLock lock(&mu);
+      result.records[i] = std::move(record);
+      errors[i] = std::move(error);
+      --in_flight;
+      ++finished;
+    });
   }
   {
     absl::MutexLock lock(&mu);
-    auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finished == requests.size(); };
+    auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finished == count; };
     mu.Await(absl::Condition(&all_done));
   }
-  RunResult result;
-  result.duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const std::unique_ptr<StreamCall>& call : calls) {
-    result.records.push_back(ToRecord(*call));
-    if (!call->status().ok()) {
-      ++result.errors[absl::StrCat(call->status().error_code(), ": ",
-                                   call->status().error_message())];
-    }
+  result.duration =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  for (const std::string& error : errors) {
+    if (!error.empty()) ++result.errors[error];
   }
   return result;
+}
+
+RunResult RunRequests(v1::GenerationService::Stub& stub,
+                      const std::vector<v1::GenerateRequest>& requests,
+                      const std::vector<double>& arrivals, int max_concurrency) {
+  // Each call lives until RunRequests returned, after its OnDone.
+  std::vector<std::unique_ptr<StreamCall>> calls(requests.size());
+  auto start = [&](size_t i, RequestDone done) {
+    calls[i] = std::make_unique<StreamCall>(
+        requests[i], StreamCall::Options{},
+        [done = std::move(done)](StreamCall& call) { done(ToRecord(call), ErrorOf(call)); });
+    calls[i]->Start(stub);
+  };
+  return RunRequests(requests.size(), start, arrivals, max_concurrency);
 }
 
 }  // namespace loom::bench

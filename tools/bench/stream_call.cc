@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace loom::bench {
 namespace {
 
@@ -58,5 +60,21 @@ void StreamCall::OnDone(const grpc::Status& status) {
 double StreamCall::ttft() const { return output_tokens_ > 0 ? Seconds(first_token_ - start_) : 0; }
 
 double StreamCall::e2el() const { return Seconds(end_ - start_); }
+
+RequestRecord ToRecord(const StreamCall& call) {
+  RequestRecord r;
+  r.ok = call.status().ok();
+  r.input_tokens = call.has_usage() ? call.usage().prompt_tokens() : 0;
+  r.output_tokens = call.output_tokens();
+  r.ttft = call.ttft();
+  r.e2el = call.e2el();
+  r.itls = call.itls();
+  return r;
+}
+
+std::string ErrorOf(const StreamCall& call) {
+  const grpc::Status& status = call.status();
+  return status.ok() ? "" : absl::StrCat(status.error_code(), ": ", status.error_message());
+}
 
 }  // namespace loom::bench

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 #include "loom/v1/generation.grpc.pb.h"
+#include "tools/bench/bench_stats.h"
 
 namespace loom::bench {
 
@@ -69,5 +71,9 @@ class StreamCall : public grpc::ClientReadReactor<v1::GenerateStreamResponse> {
   v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
   grpc::Status status_;
 };
+
+// What a finished call measured, and "" or its error as "CODE: message".
+RequestRecord ToRecord(const StreamCall& call);
+std::string ErrorOf(const StreamCall& call);
 
 }  // namespace loom::bench

@@ -18,7 +18,9 @@
 #include "tools/bench/bench.h"
 #include "tools/loom/commands.h"
 
-ABSL_FLAG(std::string, target, "localhost:50051", "loomd address.");
+ABSL_FLAG(std::string, target, "localhost:50051",
+          "loomd's gRPC address; bench with an openai backend: the server's URL "
+          "(http://host:port).");
 ABSL_FLAG(int32_t, max_tokens, -1, "generate: most tokens to generate (-1: server default).");
 ABSL_FLAG(double, temperature, NAN, "generate: sampling temperature (unset: server default).");
 ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed (-1: random).");
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
                              std::cout, std::cerr);
   }
   if (command == "bench") {
-    return loom::bench::BenchFromFlags(channel, std::cout, std::cerr);
+    return loom::bench::BenchFromFlags(absl::GetFlag(FLAGS_target), std::cout, std::cerr);
   }
   if (command == "generate") {
     if (args.size() < 3) {
