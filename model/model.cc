@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "formats/gguf_file.h"
 #include "model/dummy_weights.h"
+#include "model/generation_config.h"
 #include "model/gguf_weights.h"
 #include "model/safetensors.h"
 #include "nlohmann/json.hpp"
@@ -18,6 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 bool HasGgufMagic(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -71,10 +79,8 @@ absl::Status ValidateWeights(ModelConfig& c, const WeightStore& w) {
 std::optional<std::string> DirChatTemplate(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / "tokenizer_config.json", ec)) {
-    std::ifstream in(dir / "tokenizer_config.json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    json j = json::parse(ReadText(dir / "tokenizer_config.json"), nullptr,
+                         /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("chat_template")) {
       const json& t = j["chat_template"];
       if (t.is_string()) return t.get<std::string>();
@@ -89,10 +95,7 @@ std::optional<std::string> DirChatTemplate(const fs::path& dir) {
     }
   }
   if (fs::exists(dir / "chat_template.jinja", ec)) {
-    std::ifstream in(dir / "chat_template.jinja");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return ReadText(dir / "chat_template.jinja");
   }
   return std::nullopt;
 }
@@ -114,6 +117,7 @@ absl::Status LoadGguf(const std::string& path, LoadedModel& m) {
   LOOM_ASSIGN_OR_RETURN(m.weights, LoadGgufWeights(*gguf, m.config));
   LOOM_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromGguf(*gguf));
   SetChatTemplate(gguf->GetString("tokenizer.chat_template"), m);
+  m.generation_defaults = GenerationDefaultsFromGguf(*gguf);
   m.name = fs::path(path).stem().string();
   return absl::OkStatus();
 }
@@ -139,6 +143,15 @@ absl::Status LoadHfDir(const fs::path& dir, bool dummy, DType dummy_dtype, Loade
     return absl::NotFoundError(absl::StrCat("no tokenizer.json in ", dir.string()));
   }
   SetChatTemplate(DirChatTemplate(dir), m);
+  if (fs::exists(dir / "generation_config.json", ec)) {
+    absl::StatusOr<GenerationDefaults> defaults =
+        GenerationDefaultsFromJson(ReadText(dir / "generation_config.json"), /*strict=*/false);
+    if (!defaults.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat((dir / "generation_config.json").string(),
+                                                     ": ", defaults.status().message()));
+    }
+    m.generation_defaults = *defaults;
+  }
   m.name = fs::absolute(dir).lexically_normal().filename().string();
   if (m.name.empty()) m.name = fs::absolute(dir).lexically_normal().parent_path().filename();
   return absl::OkStatus();

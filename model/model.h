@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
+#include "types/generation_defaults.h"
 
 namespace loom {
 
@@ -32,6 +33,9 @@ struct LoadedModel {
   std::string chat_template_error;
   std::string name;
   int32_t max_model_len = 0;
+  // The sampling defaults the model ships (model/generation_config.h); what
+  // loomd applies depends on --generation_config.
+  GenerationDefaults generation_defaults;
 };
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const ModelLoadOptions& options);

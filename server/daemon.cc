@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/fault_injecting_executor.h"
 #include "model/executor_factory.h"
+#include "model/generation_config.h"
 #include "model/model.h"
 #include "server/engine_backend.h"
 #include "server/generation_service.h"
@@ -27,6 +30,7 @@
 #include "server/metrics.h"
 #include "server/openai_http.h"
 #include "server/probe_routes.h"
+#include "server/request_validator.h"
 #include "tokenizer/tokenizer_detokenizer.h"
 
 #ifndef LOOM_VERSION
@@ -87,8 +91,10 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   return options;
 }
 
-ServiceOptions MakeServiceOptions(const ServerConfig& config) {
+ServiceOptions MakeServiceOptions(const ServerConfig& config,
+                                  const GenerationDefaults& generation_defaults) {
   ServiceOptions options;
+  options.generation_defaults = generation_defaults;
   options.limits.max_logit_bias = config.max_logit_bias;
   options.limits.max_stop_token_ids = config.max_stop_token_ids;
   options.limits.max_cache_salt_bytes = config.max_cache_salt_bytes;
@@ -108,6 +114,50 @@ GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
   options.keepalive_permit_without_calls = config.grpc_keepalive_permit_without_calls;
   options.max_concurrent_streams = config.grpc_max_concurrent_streams;
   return options;
+}
+
+// --override_generation_config, parsed and checked before the model loads,
+// so that a typo fails at once.
+absl::StatusOr<GenerationDefaults> OverrideGenerationDefaults(const ServerConfig& config) {
+  if (config.override_generation_config.empty()) return GenerationDefaults{};
+  absl::StatusOr<GenerationDefaults> over =
+      GenerationDefaultsFromJson(config.override_generation_config, /*strict=*/true);
+  absl::Status status = over.ok() ? ValidateGenerationDefaults(*over) : over.status();
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("override_generation_config: ", status.message()));
+  }
+  return over;
+}
+
+// What --generation_config takes the defaults from: the model (auto), nothing
+// (none), or a folder's generation_config.json; checked like the override.
+absl::StatusOr<GenerationDefaults> BaseGenerationDefaults(const ServerConfig& config,
+                                                          const LoadedModel& model) {
+  GenerationDefaults base;
+  std::string source = "the model's";
+  if (config.generation_config == "auto") {
+    base = model.generation_defaults;
+  } else if (config.generation_config != "none") {
+    const std::filesystem::path file =
+        std::filesystem::path(config.generation_config) / "generation_config.json";
+    std::ifstream in(file);
+    if (!in)
+      return absl::NotFoundError(absl::StrCat("--generation_config: cannot read ", file.string()));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    absl::StatusOr<GenerationDefaults> read = GenerationDefaultsFromJson(text, /*strict=*/false);
+    if (!read.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(file.string(), ": ", read.status().message()));
+    }
+    base = *read;
+    source = file.string() + "'s";
+  }
+  if (absl::Status st = ValidateGenerationDefaults(base); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, " generation defaults are out of range (--generation_config=none ignores them): ",
+        st.message()));
+  }
+  return base;
 }
 
 std::string ServedName(const ServerConfig& config, const LoadedModel& model) {
@@ -254,7 +304,8 @@ std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, const Engi
 
 // Serves until a signal or an engine failure; the exit code.
 int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel& model,
-          Engine& engine, MetricsRegistry& metrics, absl::Time start) {
+          const GenerationDefaults& generation_defaults, Engine& engine, MetricsRegistry& metrics,
+          absl::Time start) {
   const ExecutorGeometry& geometry = engine.geometry();
   const std::string served_name = ServedName(config, model);
   LoadedModelFrontend frontend(model, DescribeModel(model, geometry, engine.max_model_len(),
@@ -265,7 +316,7 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
       [&metrics](std::string_view method, absl::StatusCode code) {
         metrics.RecordGrpcRequest(method, code);
       },
-      MakeServiceOptions(config));
+      MakeServiceOptions(config, generation_defaults));
   OpenAiHttp openai(frontend, service.intake(), backend, MakeOpenAiHttpOptions(config));
 
   std::atomic<bool> ready{false};
@@ -321,6 +372,11 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
     LogLine(fault.status().message());
     return 2;
   }
+  absl::StatusOr<GenerationDefaults> override_defaults = OverrideGenerationDefaults(config);
+  if (!override_defaults.ok()) {
+    LogLine(absl::StrCat("invalid flags: --", override_defaults.status().message()));
+    return 2;
+  }
   LogLine(absl::StrCat("loading ", config.model));
   ModelLoadOptions load;
   load.path = config.model;
@@ -340,6 +396,16 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   LogLine(absl::StrCat("loaded ", model->name, " (", model->config.architecture, ", ",
                        model->config.num_layers, " layers, vocab ", model->config.vocab_size,
                        ") from ", config.model));
+
+  absl::StatusOr<GenerationDefaults> generation_defaults = BaseGenerationDefaults(config, *model);
+  if (!generation_defaults.ok()) {
+    LogLine(generation_defaults.status().message());
+    return 2;
+  }
+  generation_defaults->MergeFrom(*override_defaults);
+  LogLine(absl::StrCat("generation defaults: ", generation_defaults->ToString(),
+                       " (--generation_config=", config.generation_config,
+                       ", --override_generation_config: ", override_defaults->ToString(), ")"));
 
   absl::StatusOr<std::unique_ptr<Executor>> executor = MakeExecutor(config, *model, *fault);
   if (!executor.ok()) {
@@ -365,7 +431,7 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   if (watcher.signal() != 0) {
     return StartupInterrupted(watcher);
   }
-  return Serve(config, watcher, *model, engine, metrics, start);
+  return Serve(config, watcher, *model, *generation_defaults, engine, metrics, start);
 }
 
 }  // namespace loom

@@ -49,6 +49,14 @@ ABSL_FLAG(std::string, engine_stall_timeout, "60s",
           "Work pending and no engine progress for this long: /healthz answers 503 and gRPC "
           "health NOT_SERVING.");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: all cores).");
+ABSL_FLAG(std::string, generation_config, "auto",
+          "Defaults for the sampling fields a request leaves unset: auto (what the model ships: "
+          "generation_config.json beside safetensors, or GGUF general.sampling.* keys), none (the "
+          "API defaults), or a folder holding a generation_config.json.");
+ABSL_FLAG(std::string, override_generation_config, "",
+          "JSON object of server-wide defaults over --generation_config, e.g. "
+          "'{\"temperature\": 0.7, \"top_p\": 0.9}'; keys: temperature, top_p, top_k, min_p, "
+          "repetition_penalty, presence_penalty, frequency_penalty, max_tokens.");
 ABSL_FLAG(std::string, served_model_name, "",
           "Model name reported to clients (default: the "
           "model's).");
@@ -170,6 +178,8 @@ int Run(int argc, char** argv) {
   }
   config.threads = absl::GetFlag(FLAGS_threads);
   config.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  config.generation_config = absl::GetFlag(FLAGS_generation_config);
+  config.override_generation_config = absl::GetFlag(FLAGS_override_generation_config);
   if (absl::Status st = loom::ValidateServerConfig(config); !st.ok()) {
     loom::LogLine(absl::StrCat("invalid flags: --", st.message()));
     return 2;

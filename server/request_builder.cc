@@ -29,7 +29,7 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const ModelFrontend& model,
 // max_tokens asked for. A request that truncates loses tokens on its side;
 // any other that does not fit is rejected, naming the limit it broke.
 absl::Status FitPrompt(const v1::GenerateRequest& request, int64_t max_model_len,
-                       std::vector<int32_t>& prompt) {
+                       int64_t default_max_tokens, std::vector<int32_t>& prompt) {
   const v1::StoppingCriteria& stopping = request.stopping();
   const bool explicit_max = stopping.has_max_tokens();
   const int64_t reserved = explicit_max ? stopping.max_tokens() : 1;
@@ -47,7 +47,7 @@ absl::Status FitPrompt(const v1::GenerateRequest& request, int64_t max_model_len
       // Keep room for max_tokens, or for the default output when unset.
       const int64_t keep =
           max_model_len -
-          (explicit_max ? reserved : std::min<int64_t>(kDefaultMaxTokens, max_model_len - 1));
+          (explicit_max ? reserved : std::min<int64_t>(default_max_tokens, max_model_len - 1));
       if (request.truncate() == v1::TRUNCATION_LEFT) {
         prompt.erase(prompt.begin(), prompt.end() - keep);
       } else {
@@ -69,10 +69,11 @@ absl::Status FitPrompt(const v1::GenerateRequest& request, int64_t max_model_len
 // The output's token budget once the prompt fits: the max_tokens asked for,
 // else the default capped by the room the prompt leaves; min_tokens must fit.
 absl::StatusOr<int64_t> MaxTokens(const v1::StoppingCriteria& stopping, int64_t max_model_len,
-                                  size_t prompt_len) {
+                                  int64_t default_max_tokens, size_t prompt_len) {
   const int64_t room = max_model_len - static_cast<int64_t>(prompt_len);
-  const int64_t max_tokens = stopping.has_max_tokens() ? stopping.max_tokens()
-                                                       : std::min<int64_t>(kDefaultMaxTokens, room);
+  const int64_t max_tokens = stopping.has_max_tokens()
+                                 ? stopping.max_tokens()
+                                 : std::min<int64_t>(default_max_tokens, room);
   if (stopping.min_tokens() > max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("stopping.min_tokens must be in [0, ",
                                                    max_tokens, "]; got ", stopping.min_tokens()));
@@ -80,10 +81,19 @@ absl::StatusOr<int64_t> MaxTokens(const v1::StoppingCriteria& stopping, int64_t 
   return max_tokens;
 }
 
-// The request's sampling fields over the defaults; the seed is the caller's.
-SamplingParams SamplingFromProto(const v1::GenerateRequest& request) {
+// The request's sampling fields over the server's defaults over the API's;
+// the seed is the caller's.
+SamplingParams SamplingFromProto(const v1::GenerateRequest& request,
+                                 const GenerationDefaults& defaults) {
   const v1::SamplingParams& s = request.sampling();
   SamplingParams sampling;
+  sampling.temperature = defaults.temperature.value_or(sampling.temperature);
+  sampling.top_p = defaults.top_p.value_or(sampling.top_p);
+  sampling.top_k = defaults.top_k.value_or(sampling.top_k);
+  sampling.min_p = defaults.min_p.value_or(sampling.min_p);
+  sampling.repetition_penalty = defaults.repetition_penalty.value_or(sampling.repetition_penalty);
+  sampling.presence_penalty = defaults.presence_penalty.value_or(sampling.presence_penalty);
+  sampling.frequency_penalty = defaults.frequency_penalty.value_or(sampling.frequency_penalty);
   if (s.has_temperature()) sampling.temperature = s.temperature();
   if (s.has_top_p()) sampling.top_p = s.top_p();
   if (s.has_top_k()) sampling.top_k = s.top_k();
@@ -156,14 +166,15 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
   if (prompt.empty()) {
     return absl::InvalidArgumentError("the input encodes to no tokens");
   }
-  LOOM_RETURN_IF_ERROR(FitPrompt(request, max_model_len, prompt));
-  LOOM_ASSIGN_OR_RETURN(const int64_t max_tokens,
-                        MaxTokens(request.stopping(), max_model_len, prompt.size()));
+  const int64_t default_max_tokens = defaults_.max_tokens.value_or(kDefaultMaxTokens);
+  LOOM_RETURN_IF_ERROR(FitPrompt(request, max_model_len, default_max_tokens, prompt));
+  LOOM_ASSIGN_OR_RETURN(const int64_t max_tokens, MaxTokens(request.stopping(), max_model_len,
+                                                            default_max_tokens, prompt.size()));
 
   RequestParams params;
   params.request_id = request.request_id().empty() ? NewRequestId() : request.request_id();
   params.prompt_token_ids = std::move(prompt);
-  params.sampling = SamplingFromProto(request);
+  params.sampling = SamplingFromProto(request, defaults_);
   params.sampling.seed = request.sampling().has_seed() ? request.sampling().seed() : NewSeed();
   params.n = request.sampling().has_n() ? request.sampling().n() : 1;
   params.stopping = StoppingFromProto(request.stopping(), max_tokens);

@@ -1,6 +1,7 @@
 // Turns a validated GenerateRequest into the engine's RequestParams: resolves
 // the input to token ids (tokenizer or chat template), enforces max_model_len
-// (rejecting or truncating), applies defaults, assigns a request id and seed.
+// (rejecting or truncating), applies the defaults (the API's, under the
+// server's generation defaults), assigns a request id and seed.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "loom/v1/generation.pb.h"
 #include "server/model_frontend.h"
 #include "server/request_validator.h"
+#include "types/generation_defaults.h"
 #include "types/request_params.h"
 
 namespace loom {
@@ -23,8 +25,11 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 
 class RequestBuilder {
  public:
-  explicit RequestBuilder(const ModelFrontend& model, const RequestLimits& limits = {})
-      : model_(model), limits_(limits) {}
+  // defaults fill the sampling fields and max_tokens a request leaves unset
+  // (validated by the caller: ValidateGenerationDefaults).
+  explicit RequestBuilder(const ModelFrontend& model, const RequestLimits& limits = {},
+                          const GenerationDefaults& defaults = {})
+      : model_(model), limits_(limits), defaults_(defaults) {}
 
   // Validates every field (request_validator.h) and builds the params; the
   // deadline is the gRPC deadline (InfiniteFuture when the client set none).
@@ -43,6 +48,7 @@ class RequestBuilder {
 
   const ModelFrontend& model_;
   const RequestLimits limits_;
+  const GenerationDefaults defaults_;
   Mutex mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 };

@@ -15,6 +15,7 @@
 #include "server/model_frontend.h"
 #include "server/request_builder.h"
 #include "server/request_validator.h"
+#include "types/generation_defaults.h"
 #include "types/request_params.h"
 
 namespace loom {
@@ -22,8 +23,9 @@ namespace loom {
 class RequestIntake {
  public:
   // model must outlive the intake.
-  explicit RequestIntake(const ModelFrontend& model, const RequestLimits& limits = {})
-      : builder_(model, limits) {}
+  explicit RequestIntake(const ModelFrontend& model, const RequestLimits& limits = {},
+                         const GenerationDefaults& defaults = {})
+      : builder_(model, limits, defaults) {}
 
   // From now on every request gets UNAVAILABLE (the drain has begun).
   void StopAccepting() { accepting_.store(false, std::memory_order_release); }

@@ -193,6 +193,22 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
   return absl::OkStatus();
 }
 
+absl::Status ValidateGenerationDefaults(const GenerationDefaults& defaults) {
+  v1::SamplingParams s;
+  if (defaults.temperature) s.set_temperature(*defaults.temperature);
+  if (defaults.top_p) s.set_top_p(*defaults.top_p);
+  if (defaults.top_k) s.set_top_k(*defaults.top_k);
+  if (defaults.min_p) s.set_min_p(*defaults.min_p);
+  if (defaults.repetition_penalty) s.set_repetition_penalty(*defaults.repetition_penalty);
+  if (defaults.presence_penalty) s.set_presence_penalty(*defaults.presence_penalty);
+  if (defaults.frequency_penalty) s.set_frequency_penalty(*defaults.frequency_penalty);
+  LOOM_RETURN_IF_ERROR(ValidateSampling(s, /*vocab_size=*/0, RequestLimits{}));
+  if (defaults.max_tokens && *defaults.max_tokens < 1) {
+    return OutOfRange("max_tokens", ">= 1", absl::StrCat(*defaults.max_tokens));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
                                      const RequestLimits& limits) {
   switch (request.input_case()) {

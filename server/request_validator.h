@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "loom/v1/generation.pb.h"
+#include "types/generation_defaults.h"
 #include "types/sampling_params.h"
 
 namespace loom {
@@ -34,6 +35,11 @@ struct RequestLimits {
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
                                      const RequestLimits& limits = {});
+
+// The server's generation defaults obey the request fields' ranges (the same
+// messages, e.g. "sampling.temperature must be in [0, 100]; got 250"), and
+// max_tokens is at least 1.
+absl::Status ValidateGenerationDefaults(const GenerationDefaults& defaults);
 
 absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
                                      const RequestLimits& limits = {});

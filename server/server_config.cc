@@ -125,6 +125,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.max_queued_requests < 1) {
     return Invalid("max_queued_requests", ">= 1", absl::StrCat(c.max_queued_requests));
   }
+  if (c.generation_config.empty()) {
+    return absl::InvalidArgumentError(
+        "generation_config must be auto, none or a folder holding generation_config.json");
+  }
   LOOM_RETURN_IF_ERROR(CheckOneOf("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}));
   LOOM_RETURN_IF_ERROR(CheckOneOf("admission", c.admission, {"optimistic", "reserve"}));
   if (c.drain_timeout < absl::ZeroDuration()) {

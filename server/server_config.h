@@ -38,6 +38,9 @@ struct ServerConfig {
   absl::Duration engine_stall_timeout = absl::Seconds(60);
   int32_t threads = 0;            // 0: all cores
   std::string served_model_name;  // empty: from the model
+  // auto | none | a folder with generation_config.json (GenerationDefaults).
+  std::string generation_config = "auto";
+  std::string override_generation_config;  // a JSON object; empty: none
   // Request field limits (request_validator.h, RequestLimits).
   int32_t max_stop_token_ids = 128;
   int32_t max_cache_salt_bytes = 256;

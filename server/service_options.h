@@ -1,16 +1,19 @@
 // The operator's settings for GenerationService (docs/api.md): request field
-// limits, the per-stream output buffer cap and the access log.
+// limits, generation defaults, the per-stream output buffer cap and the access log.
 #pragma once
 
 #include <cstdint>
 
 #include "absl/time/time.h"
 #include "server/request_validator.h"
+#include "types/generation_defaults.h"
 
 namespace loom {
 
 struct ServiceOptions {
   RequestLimits limits;
+  // What unset sampling fields and max_tokens become (--generation_config).
+  GenerationDefaults generation_defaults;
   // A stream whose unsent output stays above this many bytes for
   // stream_buffer_grace is aborted with RESOURCE_EXHAUSTED.
   int64_t max_stream_buffer_bytes = int64_t{4} << 20;

@@ -422,6 +422,53 @@ class ConcurrentStreamsTest(unittest.TestCase):
 
 
 
+class GenerationConfigTest(unittest.TestCase):
+    """--generation_config and --override_generation_config fill what a
+    request leaves unset, and only that."""
+
+    def ask(self, client, **fields):
+        reply = client.chat.completions.create(model="", messages=QUESTION, **fields)
+        return reply.choices[0].message.content, reply.usage.completion_tokens
+
+    def test_override_fills_unset_fields_only(self):
+        loomd = Loomd(ARGS.loomd, '--override_generation_config={"temperature": 0, "max_tokens": 5}')
+        try:
+            self.assertTrue(any("generation defaults: temperature=0 max_tokens=5" in line
+                                for line in loomd.log))
+            client = loomd.client()
+            # Unset: greedy and 5 tokens, the same answer every time.
+            first = self.ask(client)
+            self.assertEqual(first[1], 5)
+            self.assertEqual(self.ask(client), first)
+            self.assertEqual(self.ask(client, seed=7), first)
+            # Set by the request: its own values.
+            self.assertEqual(self.ask(client, max_tokens=2)[1], 2)
+            sampled = {self.ask(client, temperature=1.5, seed=s, max_tokens=5)[0] for s in range(6)}
+            self.assertGreater(len(sampled), 1)
+        finally:
+            self.assertEqual(loomd.stop(), 0)
+
+    def test_a_folder_generation_config(self):
+        folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"loom_gencfg_{os.getpid()}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "generation_config.json"), "w") as f:
+            json.dump({"max_new_tokens": 3, "do_sample": True, "eos_token_id": 2}, f)
+        loomd = Loomd(ARGS.loomd, f"--generation_config={folder}")
+        try:
+            self.assertEqual(self.ask(loomd.client())[1], 3)
+        finally:
+            self.assertEqual(loomd.stop(), 0)
+            shutil.rmtree(folder)
+
+    def test_bad_override_fails_at_start_naming_the_field(self):
+        for flag, message in (('{"temperature": 500}', "sampling.temperature must be in [0, 100]"),
+                              ('{"temp": 1}', "unknown key temp")):
+            run = subprocess.run([ARGS.loomd, f"--override_generation_config={flag}"],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn("--override_generation_config: " + message, run.stderr)
+
+
 class OpenAiErrorStatusTest(unittest.TestCase):
     """429 and 503 need a loomd of their own: a one-slot queue, and a drain."""
 

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
+#include "model/generation_config.h"
 #include "model/gguf_weights.h"
 #include "model/weights.h"
 #include "tests/fixtures/fixture_util.h"
@@ -194,6 +195,25 @@ TEST(GgufTest, ParsesMetadataOfEveryType) {
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->ne, (std::vector<int64_t>{64, 64}));
   EXPECT_EQ(q->data.size(), 64u * 64u * 4u);
+}
+
+TEST(GgufTest, SamplingDefaultsFromGeneralSamplingKeys) {
+  GgufWriter w;
+  w.KvString("general.architecture", "llama");
+  w.Kv<float>("general.sampling.temp", GgufType::kFloat32, 0.6f);
+  w.Kv<float>("general.sampling.top_p", GgufType::kFloat32, 0.95f);
+  w.Kv<int32_t>("general.sampling.top_k", GgufType::kInt32, 20);
+  w.Kv<float>("general.sampling.penalty_repeat", GgufType::kFloat32, 1.1f);
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = ParseBytes(w.Finish());
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const GenerationDefaults d = GenerationDefaultsFromGguf(**gguf);
+  EXPECT_EQ(d.ToString(), "temperature=0.6 top_p=0.95 top_k=20 repetition_penalty=1.1");
+
+  GgufWriter none;
+  none.KvString("general.architecture", "llama");
+  gguf = ParseBytes(none.Finish());
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  EXPECT_TRUE(GenerationDefaultsFromGguf(**gguf).empty());
 }
 
 TEST(GgufTest, ConfigAndWeightsUnderHuggingFaceNames) {

@@ -50,6 +50,50 @@ TEST_F(RequestBuilderTest, ChatIsRenderedWithoutExtraSpecialTokens) {
   EXPECT_EQ(p->prompt_token_ids, std::vector<int32_t>(text.begin(), text.end()));
 }
 
+TEST(RequestBuilderGenerationDefaultsTest, FillOnlyTheFieldsARequestLeavesUnset) {
+  FakeModelFrontend model(/*max_model_len=*/64);
+  GenerationDefaults defaults;
+  defaults.temperature = 0.2F;
+  defaults.top_p = 0.5F;
+  defaults.top_k = 7;
+  defaults.repetition_penalty = 1.1F;
+  defaults.max_tokens = 9;
+  RequestBuilder builder(model, {}, defaults);
+  v1::GenerateRequest r;
+  r.mutable_prompt_token_ids()->add_ids(5);
+  absl::StatusOr<RequestParams> p = builder.Build(r, absl::Now(), absl::InfiniteFuture());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FLOAT_EQ(p->sampling.temperature, 0.2F);
+  EXPECT_FLOAT_EQ(p->sampling.top_p, 0.5F);
+  EXPECT_EQ(p->sampling.top_k, 7);
+  EXPECT_FLOAT_EQ(p->sampling.repetition_penalty, 1.1F);
+  EXPECT_FLOAT_EQ(p->sampling.min_p, 0.0F);  // not in the defaults: the API's
+  EXPECT_EQ(p->stopping.max_tokens, 9);
+
+  // A field the request sets wins, 0 included.
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_sampling()->set_top_k(0);
+  r.mutable_stopping()->set_max_tokens(3);
+  p = builder.Build(r, absl::Now(), absl::InfiniteFuture());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FLOAT_EQ(p->sampling.temperature, 0.0F);
+  EXPECT_EQ(p->sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(p->sampling.top_p, 0.5F);
+  EXPECT_EQ(p->stopping.max_tokens, 3);
+}
+
+TEST(RequestBuilderGenerationDefaultsTest, DefaultMaxTokensYieldsToTheContext) {
+  FakeModelFrontend model(/*max_model_len=*/16);
+  GenerationDefaults defaults;
+  defaults.max_tokens = 100;
+  RequestBuilder builder(model, {}, defaults);
+  v1::GenerateRequest r;
+  for (int i = 0; i < 10; ++i) r.mutable_prompt_token_ids()->add_ids(5);
+  absl::StatusOr<RequestParams> p = builder.Build(r, absl::Now(), absl::InfiniteFuture());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->stopping.max_tokens, 6);  // 16 - 10, not the default's 100
+}
+
 TEST_F(RequestBuilderTest, AppliesDefaultsAndCopiesFields) {
   v1::GenerateRequest r;
   r.mutable_prompt_token_ids()->add_ids(5);

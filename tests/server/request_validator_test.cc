@@ -258,5 +258,25 @@ TEST(RequestValidatorTest, TokenizeRequest) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("messages.messages[0].role"));
 }
 
+TEST(ValidateGenerationDefaultsTest, SameRangesAsTheRequestFields) {
+  EXPECT_TRUE(ValidateGenerationDefaults({}).ok());
+  GenerationDefaults d;
+  d.temperature = 0.7F;
+  d.top_p = 0.9F;
+  d.max_tokens = 1;
+  EXPECT_TRUE(ValidateGenerationDefaults(d).ok());
+  d.temperature = 250.0F;
+  EXPECT_THAT(std::string(ValidateGenerationDefaults(d).message()),
+              HasSubstr("sampling.temperature must be in [0, 100]; got 250"));
+  d.temperature.reset();
+  d.top_p = 0.0F;
+  EXPECT_THAT(std::string(ValidateGenerationDefaults(d).message()),
+              HasSubstr("sampling.top_p must be in (0, 1]"));
+  d.top_p.reset();
+  d.max_tokens = 0;
+  EXPECT_THAT(std::string(ValidateGenerationDefaults(d).message()),
+              HasSubstr("max_tokens must be >= 1; got 0"));
+}
+
 }  // namespace
 }  // namespace loom

@@ -18,6 +18,7 @@ struct GenerateOptions {
   bool chat = false;  // send the prompt as one user message (chat template)
   std::optional<uint32_t> max_tokens;
   std::optional<float> temperature;
+  std::optional<float> top_p;
   std::optional<uint64_t> seed;
   absl::Duration timeout = absl::InfiniteDuration();
 };

@@ -38,6 +38,9 @@ v1::GenerateRequest MakeRequest(const GenerateOptions& options) {
   if (options.temperature.has_value()) {
     request.mutable_sampling()->set_temperature(*options.temperature);
   }
+  if (options.top_p.has_value()) {
+    request.mutable_sampling()->set_top_p(*options.top_p);
+  }
   if (options.seed.has_value()) {
     request.mutable_sampling()->set_seed(*options.seed);
   }

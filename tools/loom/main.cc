@@ -2,7 +2,6 @@
 //   loom generate "text"   streams a completion to stdout
 //   loom health            exits 0 when the server reports SERVING
 //   loom bench             serving benchmark (BENCHMARKS.md §1)
-#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -22,7 +21,13 @@ ABSL_FLAG(std::string, target, "localhost:50051",
           "loomd's gRPC address; bench with an openai backend: the server's URL "
           "(http://host:port).");
 ABSL_FLAG(int32_t, max_tokens, -1, "generate: most tokens to generate (-1: server default).");
-ABSL_FLAG(double, temperature, NAN, "generate: sampling temperature (unset: server default).");
+// The CLI's sampling defaults are for a person reading the answer: low enough
+// that a 135M model answers a plain question the same way nearly every time
+// (docs/api.md §3). A negative value leaves the field to loomd, whose default
+// is the model's generation config or the API's.
+ABSL_FLAG(double, temperature, 0.2,
+          "generate: sampling temperature (0 = greedy; negative: loomd's default).");
+ABSL_FLAG(double, top_p, 0.5, "generate: nucleus sampling mass (negative: loomd's default).");
 ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed (-1: random).");
 ABSL_FLAG(bool, chat, false, "generate: send the text as a user message (chat template).");
 // A string, parsed with absl::ParseDuration: reading a Duration-typed flag takes
@@ -85,8 +90,11 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_max_tokens) >= 0) {
       options.max_tokens = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens));
     }
-    if (!std::isnan(absl::GetFlag(FLAGS_temperature))) {
+    if (absl::GetFlag(FLAGS_temperature) >= 0) {
       options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+    }
+    if (absl::GetFlag(FLAGS_top_p) >= 0) {
+      options.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
     }
     if (absl::GetFlag(FLAGS_seed) >= 0) {
       options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
