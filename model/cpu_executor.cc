@@ -106,8 +106,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
   e->kv_.block_size = options.block_size;
   const size_t layer_elems =
       static_cast<size_t>(num_blocks) * c.num_kv_heads * options.block_size * c.head_dim;
-  e->kv_.k.assign(c.num_layers, std::vector<float>(layer_elems, 0.0f));
-  e->kv_.v.assign(c.num_layers, std::vector<float>(layer_elems, 0.0f));
+  e->kv_.Allocate(c.num_layers, layer_elems);
   return e;
 }
 

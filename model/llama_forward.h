@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "base/zero_pages.h"
 #include "kernels/parallel.h"
 #include "model/config.h"
 #include "model/llama_forward_weights.h"
@@ -29,12 +30,23 @@ struct ForwardBatch {
   void Clear();
 };
 
-// The per-layer K and V pools: [num_blocks, kv_heads, block_size, head_dim] each.
+// The per-layer K and V pools: [num_blocks, kv_heads, block_size, head_dim]
+// each, on pages committed as blocks are first written (base/zero_pages.h).
 struct KvPool {
   int32_t num_blocks = 0;
   int32_t block_size = 0;
-  std::vector<std::vector<float>> k;  // [layer]
-  std::vector<std::vector<float>> v;  // [layer]
+  std::vector<ZeroPages<float>> k;  // [layer]
+  std::vector<ZeroPages<float>> v;  // [layer]
+
+  // num_layers pools of layer_elems floats each, reading as zeros.
+  void Allocate(int32_t num_layers, size_t layer_elems) {
+    k.clear();
+    v.clear();
+    for (int32_t l = 0; l < num_layers; ++l) {
+      k.emplace_back(layer_elems);
+      v.emplace_back(layer_elems);
+    }
+  }
 };
 
 class LlamaForward {

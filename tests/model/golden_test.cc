@@ -89,8 +89,7 @@ std::vector<float> PromptLogits(const LoadedModel& model, const LlamaWeights& we
   kv.block_size = block_size;
   const size_t layer = static_cast<size_t>(kv.num_blocks) * model.config.num_kv_heads * block_size *
                        model.config.head_dim;
-  kv.k.assign(model.config.num_layers, std::vector<float>(layer));
-  kv.v.assign(model.config.num_layers, std::vector<float>(layer));
+  kv.Allocate(model.config.num_layers, layer);
   ForwardBatch batch;
   batch.Clear();
   batch.token_ids = prompt;
