@@ -32,14 +32,18 @@ sha256sum "$MODEL"
 echo "input $INPUT_LEN tokens, output $OUTPUT_LEN tokens, greedy, ignore_eos"
 
 # bench NAME BACKEND TARGET CONCURRENCY: twice the concurrency in requests
-# (4 at concurrency 1), all sent at once, at most CONCURRENCY in flight.
+# (4 at concurrency 1), all sent at once, at most CONCURRENCY in flight. Each
+# run draws its prompts with a seed of its own, so that no run finds an
+# earlier run's prompts in a prefix cache.
+SEED=0
 bench() {
   local name=$1 backend=$2 target=$3 conc=$4
   local count=$((conc * 2))
   ((count < 4)) && count=4
+  SEED=$((SEED + 1))
   "$BUILD/tools/loom" bench --backend="$backend" --target="$target" --num_prompts=$count \
     --input_len="$INPUT_LEN" --output_len="$OUTPUT_LEN" --range_ratio=0 \
-    --max_concurrency="$conc" --seed=0 --json="$WORK/$name.json" > "$WORK/$name.txt" 2>&1 ||
+    --max_concurrency="$conc" --seed=$SEED --json="$WORK/$name.json" > "$WORK/$name.txt" 2>&1 ||
     { cat "$WORK/$name.txt"; return 1; }
   python3 - "$WORK/$name.json" "$name" "$conc" <<'PY'
 import json, sys
@@ -65,10 +69,11 @@ echo "== loomd (--threads=$THREADS)"
   --model="$MODEL" --threads=$THREADS --access_log=false > "$WORK/loomd.log" 2>&1 &
 server=$!
 wait_for curl -sf http://127.0.0.1:$LOOM_HTTP_PORT/readyz
-# Front-end tax: gRPC, HTTP, then gRPC again, so that drift shows.
-bench loomd-grpc loom 127.0.0.1:$LOOM_PORT 64
-bench loomd-http openai http://127.0.0.1:$LOOM_HTTP_PORT 64
-bench loomd-grpc-again loom 127.0.0.1:$LOOM_PORT 64
+# Front-end tax: gRPC and HTTP in turn, twice, so that drift shows.
+for round in 1 2; do
+  bench loomd-grpc-$round loom 127.0.0.1:$LOOM_PORT 64
+  bench loomd-http-64-$round openai http://127.0.0.1:$LOOM_HTTP_PORT 64
+done
 for conc in 1 16; do
   bench loomd-http-$conc openai http://127.0.0.1:$LOOM_HTTP_PORT $conc
 done

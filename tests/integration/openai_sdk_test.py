@@ -338,6 +338,9 @@ class OpenAiSdkTest(unittest.TestCase):
             self.assertEqual(json.loads(event[6:])["object"], "text_completion")
 
     def test_disconnect_frees_blocks(self):
+        # An earlier test's request may still be releasing its blocks after
+        # its response ended: start from an idle engine.
+        self.assertTrue(wait_for(lambda: self.loomd.metric("loom_requests_running") == 0))
         used_before = self.loomd.metric("loom_kv_cache_blocks", 'state="used"')
         aborted = self.loomd.metric("loom_requests_total", 'finish_reason="aborted"')
         sock = open_stream(self.loomd.http_port, {"prompt": PROMPT * 20, "max_tokens": 400,
