@@ -57,11 +57,12 @@ DType DummyDType(const std::string& dtype) {
   return DType::kBF16;
 }
 
-EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& model) {
+EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& model,
+                              const std::string& device) {
   EngineConfig engine;
   SchedulerConfig& s = engine.scheduler;
   s.max_num_seqs = config.max_num_seqs;
-  s.max_num_batched_tokens = config.max_num_batched_tokens;
+  s.max_num_batched_tokens = ResolvedMaxNumBatchedTokens(config, device);
   s.max_model_len = model.max_model_len;
   s.max_queued_requests = config.max_queued_requests;
   s.policy = config.scheduling_policy == "priority" ? SchedulingPolicy::kPriority
@@ -86,7 +87,8 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   options.threads = config.threads;
   options.max_model_len = model.max_model_len;
   options.max_num_seqs = config.max_num_seqs;
-  options.max_num_batched_tokens = config.max_num_batched_tokens;
+  // Sizes the CUDA executor's buffers; the CPU executor has none to size.
+  options.max_num_batched_tokens = ResolvedMaxNumBatchedTokens(config, "cuda");
   options.max_logit_bias = config.max_logit_bias;
   return options;
 }
@@ -414,7 +416,12 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   }
   auto detokenizer = std::make_shared<TokenizerDetokenizer>(
       std::shared_ptr<const Tokenizer>(model, model->tokenizer.get()));
-  Engine engine(MakeEngineConfig(config, *model), *std::move(executor), std::move(detokenizer));
+  const std::string device = (*executor)->Geometry().device;
+  const EngineConfig engine_config = MakeEngineConfig(config, *model, device);
+  LogLine(absl::StrCat(
+      "max_num_batched_tokens ", engine_config.scheduler.max_num_batched_tokens,
+      config.max_num_batched_tokens == 0 ? absl::StrCat(" (by device: ", device, ")") : ""));
+  Engine engine(engine_config, *std::move(executor), std::move(detokenizer));
 
   const ExecutorGeometry& geometry = engine.geometry();
   const std::string served_name = ServedName(config, *model);

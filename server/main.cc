@@ -31,7 +31,9 @@ ABSL_FLAG(double, kv_cache_memory_fraction, 0.9,
           "Share of free device memory that weights + KV may take (cuda).");
 ABSL_FLAG(int64_t, kv_cache_bytes, 0, "Explicit KV budget in bytes (0: sized automatically).");
 ABSL_FLAG(int32_t, max_num_seqs, 256, "Sequences per step.");
-ABSL_FLAG(int32_t, max_num_batched_tokens, 8192, "Tokens per step.");
+ABSL_FLAG(int32_t, max_num_batched_tokens, 0,
+          "Tokens per step, decodes and prefill chunks together (0: 512 on the CPU, 8192 on a "
+          "GPU, and at least --max_num_seqs).");
 ABSL_FLAG(int32_t, max_logit_bias, 1024, "logit_bias entries a request may carry.");
 ABSL_FLAG(int32_t, max_model_len, 0, "Context length (0: from the model).");
 ABSL_FLAG(int32_t, max_queued_requests, 1024,

@@ -1,5 +1,6 @@
 #include "server/server_config.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <utility>
 
@@ -112,8 +113,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.max_num_seqs < 1) {
     return Invalid("max_num_seqs", ">= 1", absl::StrCat(c.max_num_seqs));
   }
-  if (c.max_num_batched_tokens < c.max_num_seqs) {
-    return Invalid("max_num_batched_tokens", absl::StrCat(">= max_num_seqs (", c.max_num_seqs, ")"),
+  if (c.max_num_batched_tokens != 0 && c.max_num_batched_tokens < c.max_num_seqs) {
+    return Invalid("max_num_batched_tokens",
+                   absl::StrCat("0 (by device) or >= max_num_seqs (", c.max_num_seqs, ")"),
                    absl::StrCat(c.max_num_batched_tokens));
   }
   if (c.max_logit_bias < 0) {
@@ -152,6 +154,12 @@ std::string ResolveModelPath(absl::string_view flag_value, absl::string_view env
     return ExpandHome(env_value, home);
   }
   return ExpandHome(default_path, home);
+}
+
+int32_t ResolvedMaxNumBatchedTokens(const ServerConfig& config, absl::string_view device) {
+  if (config.max_num_batched_tokens > 0) return config.max_num_batched_tokens;
+  if (device == "cpu") return std::max(kCpuMaxNumBatchedTokens, config.max_num_seqs);
+  return std::max(kGpuMaxNumBatchedTokens, config.max_num_seqs);
 }
 
 }  // namespace loom

@@ -26,7 +26,8 @@ struct ServerConfig {
   double kv_cache_memory_fraction = 0.9;
   int64_t kv_cache_bytes = 0;
   int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 8192;
+  // 0 = by device (ResolvedMaxNumBatchedTokens).
+  int32_t max_num_batched_tokens = 0;
   int32_t max_logit_bias = 1024;  // logit_bias entries per request
   int32_t max_model_len = 0;      // 0: from the model
   int32_t max_queued_requests = 1024;
@@ -66,6 +67,14 @@ struct ServerConfig {
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.
 // "block_size must be a power of two between 8 and 256; got 7".
 absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// The per-step token budget when --max_num_batched_tokens is 0: on the CPU
+// kCpuMaxNumBatchedTokens (but at least max_num_seqs), which keeps a wave of
+// long prompts from holding every stream's first token and every decode for
+// one long step (docs/benchmarks.md, the sweep); elsewhere 8192.
+inline constexpr int32_t kCpuMaxNumBatchedTokens = 512;
+inline constexpr int32_t kGpuMaxNumBatchedTokens = 8192;
+int32_t ResolvedMaxNumBatchedTokens(const ServerConfig& config, absl::string_view device);
 
 // The model to load: the --model flag when given, else $LOOM_MODEL when set,
 // else the bundled default. A leading "~/" expands to home.

@@ -84,7 +84,8 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   ExpectInvalid(c, "max_num_seqs must be >= 1; got 0");
   c = Valid();
   c.max_num_batched_tokens = 100;
-  ExpectInvalid(c, "max_num_batched_tokens must be >= max_num_seqs (256); got 100");
+  ExpectInvalid(c,
+                "max_num_batched_tokens must be 0 (by device) or >= max_num_seqs (256); got 100");
   c = Valid();
   c.max_logit_bias = -1;
   ExpectInvalid(c, "max_logit_bias must be >= 0; got -1");
