@@ -425,8 +425,14 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
 
   const ExecutorGeometry& geometry = engine.geometry();
   const std::string served_name = ServedName(config, *model);
-  MetricsRegistry metrics(BuildInfo{LOOM_VERSION, geometry.device, served_name},
-                          [&engine] { return engine.Stats(); });
+  MetricsRegistry metrics(
+      BuildInfo{.version = LOOM_VERSION,
+                .backend = geometry.device,
+                .model = served_name,
+                .block_size = geometry.block_size,
+                // Block 0 is the null block: it never holds tokens.
+                .num_kv_blocks = geometry.num_blocks > 0 ? geometry.num_blocks - 1 : 0},
+      [&engine] { return engine.Stats(); });
   engine.SetObserver(&metrics);
   // Start() sizes the pool from the executor and runs the warm-up step.
   if (absl::Status st = engine.Start(); !st.ok()) {

@@ -113,6 +113,14 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
       .Register(registry)
       .Add({{"version", build.version}, {"backend", build.backend}, {"model", build.model}})
       .Set(1);
+  // vLLM's label names, so that routers configured for vLLM read it as is.
+  BuildGauge()
+      .Name("loom_cache_config_info")
+      .Help("Always 1; the labels give the KV cache's block size and usable blocks.")
+      .Register(registry)
+      .Add({{"block_size", std::to_string(build.block_size)},
+            {"num_gpu_blocks", std::to_string(build.num_kv_blocks)}})
+      .Set(1);
 }
 
 void MetricsRegistry::OnRequestFinished(FinishLabel label, const Usage& usage) {

@@ -29,6 +29,11 @@ struct BuildInfo {
   std::string version;
   std::string backend;  // cpu or cuda
   std::string model;    // the served model name
+  // The KV cache's geometry, for loom_cache_config_info (what vLLM's
+  // vllm:cache_config_info tells routers such as the Inference Extension's
+  // endpoint picker): tokens per block and usable blocks.
+  int32_t block_size = 0;
+  int32_t num_kv_blocks = 0;
 };
 
 class MetricsRegistry : public EngineObserver {

@@ -59,7 +59,12 @@ std::set<std::string> ContractNames() {
 class MetricsRegistryTest : public ::testing::Test {
  protected:
   EngineStats stats_;
-  MetricsRegistry metrics_{BuildInfo{"0.1.0", "cpu", "smollm2"}, [this] { return stats_; }};
+  MetricsRegistry metrics_{BuildInfo{.version = "0.1.0",
+                                     .backend = "cpu",
+                                     .model = "smollm2",
+                                     .block_size = 16,
+                                     .num_kv_blocks = 5823},
+                           [this] { return stats_; }};
 };
 
 TEST_F(MetricsRegistryTest, ScrapeCarriesEveryContractName) {
@@ -169,6 +174,8 @@ TEST_F(MetricsRegistryTest, BuildInfoAndProcessMetrics) {
   const std::string scrape = metrics_.Scrape();
   EXPECT_EQ(
       SampleValue(scrape, R"(loom_build_info{backend="cpu",model="smollm2",version="0.1.0"})"), 1);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_cache_config_info{block_size="16",num_gpu_blocks="5823"})"),
+            1);
   EXPECT_GT(SampleValue(scrape, "process_resident_memory_bytes"), 1 << 20);
   EXPECT_GT(SampleValue(scrape, "process_open_fds"), 2);
   const double start = SampleValue(scrape, "process_start_time_seconds");
