@@ -13,6 +13,8 @@
 # Every request: 20 random prompt token ids, exactly 128 output tokens
 # (ignore_eos), greedy. Output tokens/s = output tokens / wall time of the load.
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 LLAMA=${1:?usage: bench/cpu_peer.sh LLAMA_CPP_BIN_DIR [LOOM_BUILD_DIR] [ROUNDS]}
 BUILD=${2:-build/release}
@@ -76,14 +78,6 @@ print(f"loomd concurrency {sys.argv[2]}: {r['completed']} requests, "
 PY
 }
 
-wait_for() {
-  for _ in $(seq 120); do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    sleep 0.5
-  done
-  echo "timed out waiting for: $*" >&2
-  return 1
-}
 
 for round in $(seq "$ROUNDS"); do
   echo "== round $round"

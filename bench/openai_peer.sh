@@ -12,6 +12,8 @@
 # Every request: INPUT_LEN random prompt ids, exactly OUTPUT_LEN output tokens
 # (ignore_eos), greedy; 2 threads per server; one server runs at a time.
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 LLAMA=${1:?usage: bench/openai_peer.sh LLAMA_CPP_BIN_DIR [LOOM_BUILD_DIR]}
 BUILD=${2:-build/release}
@@ -55,14 +57,6 @@ print(f"{sys.argv[2]:<24} conc {sys.argv[3]:>3}: {r['completed']:>3} ok {r['fail
 PY
 }
 
-wait_for() {
-  for _ in $(seq 240); do
-    if "$@" > /dev/null 2>&1; then return 0; fi
-    sleep 0.5
-  done
-  echo "timed out waiting for: $*" >&2
-  return 1
-}
 
 echo "== loomd (--threads=$THREADS)"
 "$BUILD/server/loomd" --host=127.0.0.1 --port=$LOOM_PORT --http_port=$LOOM_HTTP_PORT \
