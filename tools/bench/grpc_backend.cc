@@ -5,8 +5,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "grpcpp/client_context.h"
 #include "loom/v1/generation.grpc.pb.h"
 #include "tools/bench/backend.h"
@@ -61,7 +61,7 @@ class GrpcBackend : public Backend {
         [done = std::move(done)](StreamCall& c) { done(ToRecord(c), ErrorOf(c)); });
     StreamCall* started = call.get();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(mu_);
       calls_.push_back(std::move(call));
     }
     started->Start(*stub_);
@@ -69,7 +69,7 @@ class GrpcBackend : public Backend {
 
  private:
   std::unique_ptr<v1::GenerationService::Stub> stub_;
-  absl::Mutex mu_;
+  Mutex mu_;
   // Every call lives as long as the backend: gRPC uses it until after OnDone.
   std::deque<std::unique_ptr<StreamCall>> calls_ ABSL_GUARDED_BY(mu_);
 };

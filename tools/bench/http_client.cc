@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/notification.h"
+#include "base/mutex.h"
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
@@ -176,11 +176,14 @@ HttpClient::~HttpClient() {
 absl::StatusOr<HttpClient::Response> HttpClient::Fetch(absl::string_view method,
                                                        absl::string_view path, std::string body,
                                                        absl::Duration timeout) {
-  // Filled on the I/O thread; read here after the notification.
+  // Filled on the I/O thread; read here once done (loom::Mutex, which the
+  // tsan build sees, unlike Debian's absl::Notification).
   struct Result {
+    Mutex mu;
+    CondVar cv;
+    bool done = false;
     Response response;
     absl::Status status;
-    absl::Notification done;
   };
   auto result = std::make_shared<Result>();
   StreamHandlers handlers{
@@ -191,12 +194,15 @@ absl::StatusOr<HttpClient::Response> HttpClient::Fetch(absl::string_view method,
           },
       .on_done =
           [result](absl::Status status) {
+            MutexLock lock(result->mu);
             result->status = std::move(status);
-            result->done.Notify();
+            result->done = true;
+            result->cv.NotifyAll();
           },
   };
   impl_->Start(impl_->Request(method, path, std::move(body)), std::move(handlers), timeout);
-  result->done.WaitForNotification();
+  MutexLock lock(result->mu);
+  while (!result->done) result->cv.Wait(result->mu);
   if (!result->status.ok()) return result->status;
   return std::move(result->response);
 }

@@ -5,15 +5,19 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/mutex.h"
 #include "tools/bench/stream_call.h"
 
 namespace loom::bench {
 
 RunResult RunRequests(size_t count, const StartRequest& start, const std::vector<double>& arrivals,
                       int max_concurrency) {
-  absl::Mutex mu;
+  // loom::Mutex, not absl::Mutex: the tsan build sees its ordering
+  // (base/mutex.h). Callbacks notify under the lock, so the condition
+  // variable outlives every notification.
+  Mutex mu;
+  CondVar changed;
   int64_t in_flight = 0;
   size_t finished = 0;
   RunResult result;
@@ -25,25 +29,22 @@ RunResult RunRequests(size_t count, const StartRequest& start, const std::vector
   for (size_t i = 0; i < count; ++i) {
     absl::SleepFor(wall_start + absl::Seconds(arrivals[i]) - absl::Now());
     {
-      absl::MutexLock lock(&mu);
-      auto has_room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-        return max_concurrency <= 0 || in_flight < max_concurrency;
-      };
-      mu.Await(absl::Condition(&has_room));
+      MutexLock lock(mu);
+      while (max_concurrency > 0 && in_flight >= max_concurrency) changed.Wait(mu);
       ++in_flight;
     }
     start(i, [&, i](RequestRecord record, std::string error) {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(mu);
       result.records[i] = std::move(record);
       errors[i] = std::move(error);
       --in_flight;
       ++finished;
+      changed.NotifyAll();
     });
   }
   {
-    absl::MutexLock lock(&mu);
-    auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finished == count; };
-    mu.Await(absl::Condition(&all_done));
+    MutexLock lock(mu);
+    while (finished != count) changed.Wait(mu);
   }
   result.duration =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
