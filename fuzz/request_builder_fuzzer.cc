@@ -1,7 +1,8 @@
 // RequestBuilder over arbitrary GenerateRequests: byte 0 sets max_model_len
 // (2..257) of a byte-per-token fake model, the rest is the serialized request.
 // A request it accepts must fit: a non-empty prompt of in-vocabulary ids,
-// 1 <= min_tokens... max_tokens, and prompt + max_tokens <= max_model_len,
+// 1 <= min_tokens... max_tokens (max_tokens 0 only with prompt_logprobs), and
+// prompt + max_tokens <= max_model_len,
 // whichever truncation mode it asked for.
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int32_t id : params->prompt_token_ids) {
     Check(id >= 0 && id < loom::testing::FakeModelFrontend::kVocabSize);
   }
-  Check(params->stopping.max_tokens >= 1);
+  // max_tokens 0 only scores the prompt (prompt_logprobs): nothing is generated.
+  Check(params->stopping.max_tokens >= 1 ||
+        (params->stopping.max_tokens == 0 && params->prompt_logprobs >= 0));
   Check(params->stopping.min_tokens >= 0 &&
         params->stopping.min_tokens <= params->stopping.max_tokens);
   Check(prompt + params->stopping.max_tokens <= max_model_len);
