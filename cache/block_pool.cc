@@ -78,6 +78,9 @@ void BlockPool::TakeFree(BlockId id) {
   Block& block = blocks_[static_cast<size_t>(id)];
   if (block.cached) {
     index_.Erase(block.hash, id);
+    if (eviction_log_ != nullptr) {
+      eviction_log_->push_back(block.hash);
+    }
     block.cached = false;
     block.hash = BlockHash{};
     --num_cached_free_;
@@ -122,21 +125,33 @@ void BlockPool::Release(BlockId id) {
   }
 }
 
-void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
+bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
   Block& block = blocks_[Checked(id)];
   LOOM_CHECK(block.ref_cnt > 0);
   if (!enable_caching_) {
-    return;
+    return false;
   }
   if (block.cached) {
     LOOM_CHECK(block.hash == hash);
-    return;
+    return false;
   }
   if (!index_.Insert(hash, id, HashOf())) {
-    return;
+    return false;
   }
   block.cached = true;
   block.hash = hash;
+  return true;
+}
+
+std::vector<BlockHash> BlockPool::CachedHashes() const {
+  std::vector<BlockHash> hashes;
+  hashes.reserve(static_cast<size_t>(index_.size()));
+  for (const Block& block : blocks_) {
+    if (block.cached) {
+      hashes.push_back(block.hash);
+    }
+  }
+  return hashes;
 }
 
 std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {

@@ -45,11 +45,19 @@ class BlockPool {
   // nothing is lost by reusing it first.
   void Release(BlockId id);
 
-  // Enters a held, full block into the prefix index under hash. Does nothing
-  // when caching is off, when the block is already cached, or when another
-  // block already holds this prefix (block tables are append-only, so the
-  // duplicate cannot replace it and simply stays out of the index).
-  void CacheFullBlock(BlockId id, const BlockHash& hash);
+  // Enters a held, full block into the prefix index under hash; true when it
+  // did. Does nothing when caching is off, when the block is already cached,
+  // or when another block already holds this prefix (block tables are
+  // append-only, so the duplicate cannot replace it and simply stays out of
+  // the index).
+  bool CacheFullBlock(BlockId id, const BlockHash& hash);
+
+  // From now on, the hash of every cached block that Allocate evicts is
+  // appended to *log (nullptr stops it). The log must outlive its use.
+  void set_eviction_log(std::vector<BlockHash>* log) { eviction_log_ = log; }
+
+  // The hashes of every block in the prefix index, held or free, in block order.
+  [[nodiscard]] std::vector<BlockHash> CachedHashes() const;
 
   // Starts loading a block's record; a hint for callers about to touch it.
   void PrefetchBlock(BlockId id) const { __builtin_prefetch(&blocks_[Checked(id)]); }
@@ -120,6 +128,7 @@ class BlockPool {
   PrefixIndex index_;
   int32_t num_used_ = 0;
   int32_t num_cached_free_ = 0;
+  std::vector<BlockHash>* eviction_log_ = nullptr;
 };
 
 }  // namespace loom

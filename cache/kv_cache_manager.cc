@@ -126,6 +126,14 @@ int32_t KvCacheManager::NumNewBlocks(int32_t num_tokens, size_t num_held) const 
 void KvCacheManager::Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks,
                           Sequence& seq) {
   pool_.Allocate(num_new_blocks, &seq.block_table);
+  if (!evicted_.empty()) {
+    if (events_.empty() || events_.back().kind != KvEvent::Kind::kBlockRemoved) {
+      events_.emplace_back().kind = KvEvent::Kind::kBlockRemoved;
+    }
+    std::vector<BlockHash>& removed = events_.back().block_hashes;
+    removed.insert(removed.end(), evicted_.begin(), evicted_.end());
+    evicted_.clear();
+  }
   if (enable_prefix_caching_) {
     CacheFullBlocks(req, num_tokens, seq);
   }
@@ -240,9 +248,44 @@ void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens
       pool_.PrefetchCacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
     }
   }
+  KvEvent* run = nullptr;
   for (; seq.num_offered < num_full; ++seq.num_offered) {
-    pool_.CacheFullBlock(seq.block_table[seq.num_offered], seq.block_hashes[seq.num_offered]);
+    const size_t i = seq.num_offered;
+    const bool stored = pool_.CacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
+    if (record_events_) {
+      run = stored ? RecordStored(req, seq, i, run) : nullptr;
+    }
   }
+}
+
+KvEvent* KvCacheManager::RecordStored(const CacheRequest& req, const Sequence& seq, size_t i,
+                                      KvEvent* run) {
+  if (run == nullptr) {
+    KvEvent& event = events_.emplace_back();
+    event.kind = KvEvent::Kind::kBlockStored;
+    if (i > 0) {
+      event.parent_block_hash = seq.block_hashes[i - 1];
+    }
+    event.block_size = block_size_;
+    event.cache_salt = req.cache_salt;
+    run = &event;
+  }
+  run->block_hashes.push_back(seq.block_hashes[i]);
+  const auto block_size = static_cast<size_t>(block_size_);
+  const std::span<const int32_t> tokens = req.token_ids.subspan(i * block_size, block_size);
+  run->token_ids.insert(run->token_ids.end(), tokens.begin(), tokens.end());
+  return run;
+}
+
+void KvCacheManager::EnableEvents() {
+  record_events_ = true;
+  pool_.set_eviction_log(&evicted_);
+}
+
+std::vector<KvEvent> KvCacheManager::TakeEvents() {
+  std::vector<KvEvent> events;
+  events.swap(events_);
+  return events;
 }
 
 std::span<const BlockId> KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id,

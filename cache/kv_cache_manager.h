@@ -42,6 +42,7 @@
 #include "cache/block_hash.h"
 #include "cache/block_id.h"
 #include "cache/block_pool.h"
+#include "types/kv_event.h"
 
 namespace loom {
 
@@ -158,6 +159,18 @@ class KvCacheManager {
   // Blocks held by sequences / usable blocks (num_blocks - 1).
   [[nodiscard]] double Usage() const;
 
+  // KV-cache events (types/kv_event.h), off until EnableEvents(): from then on
+  // every block entering the prefix index is recorded as BlockStored, in runs
+  // of consecutive blocks of one sequence, and every cached block evicted as
+  // BlockRemoved, in the order they happen. With prefix caching off there are
+  // none.
+  void EnableEvents();
+  // The events recorded since the last call, oldest first.
+  [[nodiscard]] std::vector<KvEvent> TakeEvents();
+  // The hash of every block in the prefix index: what the events so far add
+  // up to.
+  [[nodiscard]] std::vector<BlockHash> CachedBlockHashes() const { return pool_.CachedHashes(); }
+
   // Aborts unless the pool is consistent and every block's reference count
   // equals its occurrences in block tables. For tests.
   void CheckInvariants() const;
@@ -190,6 +203,10 @@ class KvCacheManager {
   // Blocks covering num_tokens tokens, and how many more than num_held that is.
   [[nodiscard]] int64_t BlocksFor(int64_t num_tokens) const;
   [[nodiscard]] int32_t NumNewBlocks(int32_t num_tokens, size_t num_held) const;
+  // Records block i of seq, just entered into the index, as stored: appended
+  // to run, the event of the block before it, or to a new event when run is
+  // null. Returns the event it went to.
+  KvEvent* RecordStored(const CacheRequest& req, const Sequence& seq, size_t i, KvEvent* run);
   // Appends num_new_blocks blocks to seq's table, which then covers
   // num_tokens tokens, and caches the blocks that are full.
   void Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks, Sequence& seq);
@@ -203,6 +220,9 @@ class KvCacheManager {
   absl::flat_hash_map<int64_t, Sequence> seqs_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  bool record_events_ = false;
+  std::vector<KvEvent> events_;
+  std::vector<BlockHash> evicted_;  // the pool's eviction log, while events are on
 };
 
 }  // namespace loom
