@@ -33,6 +33,20 @@ constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(50);
 
 }  // namespace
 
+struct Engine::BlockListing {
+  Mutex mu;
+  CondVar done_cv;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::StatusOr<std::vector<BlockHash>> hashes ABSL_GUARDED_BY(mu);
+
+  void Complete(absl::StatusOr<std::vector<BlockHash>> result) {
+    MutexLock lock(mu);
+    hashes = std::move(result);
+    done = true;
+    done_cv.NotifyAll();
+  }
+};
+
 Engine::Engine(EngineConfig config, std::unique_ptr<Executor> executor,
                std::shared_ptr<const Detokenizer> detokenizer, Clock* clock)
     : config_(std::move(config)),
@@ -46,6 +60,37 @@ Engine::~Engine() { Shutdown(); }
 void Engine::SetObserver(EngineObserver* observer) {
   observer_ = observer;
   processor_->set_observer(observer);
+}
+
+void Engine::SetKvEventSink(KvEventSink* sink) { kv_event_sink_ = sink; }
+
+absl::StatusOr<std::vector<BlockHash>> Engine::CachedBlockHashes(absl::Duration timeout) {
+  auto listing = std::make_shared<BlockListing>();
+  {
+    MutexLock lock(mu_);
+    if (!started_ || stop_requested_ || failed_) {
+      return absl::UnavailableError("the engine is not running");
+    }
+    Command command;
+    command.kind = Command::Kind::kListBlocks;
+    command.listing = listing;
+    inbox_.push_back(std::move(command));
+    work_cv_.NotifyOne();
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(listing->mu);
+  while (!listing->done) {
+    if (!listing->done_cv.WaitFor(listing->mu, deadline - absl::Now()) && !listing->done) {
+      return absl::DeadlineExceededError("the engine thread did not list its blocks in time");
+    }
+  }
+  return std::move(listing->hashes);
+}
+
+void Engine::FlushKvEvents() {
+  if (kv_event_sink_ == nullptr) return;
+  std::vector<KvEvent> events = cache_->TakeEvents();
+  if (!events.empty()) kv_event_sink_->Publish(std::move(events));
 }
 
 absl::Status Engine::Start() {
@@ -70,6 +115,7 @@ absl::Status Engine::Start() {
       KvCacheConfig{.num_blocks = geometry_.num_blocks,
                     .block_size = geometry_.block_size,
                     .enable_prefix_caching = config_.enable_prefix_caching});
+  if (kv_event_sink_ != nullptr) cache_->EnableEvents();
   scheduler_ = std::make_unique<Scheduler>(scheduler_config, cache_.get());
   if (config_.warmup) {
     if (absl::Status status = Warmup(); !status.ok()) {
@@ -147,7 +193,8 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
   inbox_.push_back({.kind = Command::Kind::kSubmit,
                     .id = id,
                     .params = std::move(params),
-                    .sink = std::move(sink)});
+                    .sink = std::move(sink),
+                    .listing = nullptr});
   ++inbox_submits_;
   ++num_in_flight_;
   work_cv_.NotifyOne();
@@ -298,6 +345,11 @@ bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t&
 bool Engine::WorkReady() const { return stop_requested_ || !inbox_.empty() || num_rejected_ > 0; }
 
 void Engine::HandleCommand(Command& command) {
+  if (command.kind == Command::Kind::kListBlocks) {
+    FlushKvEvents();
+    command.listing->Complete(cache_->CachedBlockHashes());
+    return;
+  }
   if (command.kind == Command::Kind::kAbort) {
     const std::optional<RequestHandle> handle = processor_->FindHandle(command.id);
     if (!handle) return;
@@ -346,6 +398,7 @@ bool Engine::Step(bool& stalled) {
   stalled = plan.seqs.empty();
   if (stalled) {
     (void)scheduler_->Update(StepResult{});
+    FlushKvEvents();
     return true;
   }
   absl::StatusOr<StepResult> result = executor_->Execute(plan);
@@ -359,6 +412,7 @@ bool Engine::Step(bool& stalled) {
     counters_.healthy = false;
     FailAll(absl::InternalError(absl::StrCat("engine failure: ", result.status().message())));
     CloseFailedStep(plan);
+    FlushKvEvents();
     PublishStats();
     return false;
   }
@@ -379,6 +433,7 @@ bool Engine::Step(bool& stalled) {
                       plan.num_scheduled_tokens);
   }
   num_finished_unpublished_ += outcome.num_finished;
+  FlushKvEvents();
   return true;
 }
 
@@ -406,6 +461,10 @@ void Engine::FailAll(const absl::Status& status) {
     inbox_submits_ = 0;
   }
   for (Command& command : commands) {
+    if (command.kind == Command::Kind::kListBlocks) {
+      command.listing->Complete(absl::UnavailableError("the engine stopped"));
+      continue;
+    }
     if (command.kind != Command::Kind::kSubmit) continue;
     RequestOutput output;
     output.finished = true;

@@ -22,10 +22,12 @@
 #include "engine/clock.h"
 #include "engine/engine_observer.h"
 #include "engine/engine_stats.h"
+#include "engine/kv_event_sink.h"
 #include "engine/request_id.h"
 #include "engine/request_output.h"
 #include "model/executor.h"
 #include "types/detokenizer.h"
+#include "types/kv_event.h"
 #include "types/request_params.h"
 #include "types/scheduler_config.h"
 #include "types/step.h"
@@ -74,6 +76,11 @@ class Engine {
   // Per-event metrics; call before Start(). The observer must outlive the engine.
   void SetObserver(EngineObserver* observer);
 
+  // Turns on KV-cache events, which then go to sink after each step that
+  // changed the prefix index; call before Start(). The sink must outlive the
+  // engine.
+  void SetKvEventSink(KvEventSink* sink);
+
   // Builds the cache and scheduler, runs the warm-up step and starts the
   // engine thread. INVALID_ARGUMENT for an unusable configuration, the
   // executor's error when the warm-up step fails.
@@ -103,6 +110,13 @@ class Engine {
   // with `status` and joins the engine thread.
   void Shutdown(absl::Status status = absl::UnavailableError("engine is shutting down"));
 
+  // Thread-safe. The hash of every block in the prefix index, read on the
+  // engine thread between steps, once the events of every earlier step have
+  // gone to the KV event sink: what a consumer of those events should hold.
+  // UNAVAILABLE when the engine is not running, DEADLINE_EXCEEDED when the
+  // engine thread does not answer within timeout.
+  absl::StatusOr<std::vector<BlockHash>> CachedBlockHashes(absl::Duration timeout);
+
   // Thread-safe. The snapshot published after the last step.
   [[nodiscard]] EngineStats Stats() const;
   [[nodiscard]] bool healthy() const;
@@ -116,12 +130,16 @@ class Engine {
   [[nodiscard]] int32_t max_model_len() const;
 
  private:
+  // A CachedBlockHashes() call waiting for the engine thread's answer.
+  struct BlockListing;
+
   struct Command {
-    enum class Kind { kSubmit, kAbort };
+    enum class Kind { kSubmit, kAbort, kListBlocks };
     Kind kind = Kind::kSubmit;
     RequestId id;
     RequestParams params;
     std::shared_ptr<OutputSink> sink;
+    std::shared_ptr<BlockListing> listing;  // kListBlocks
   };
 
   absl::Status Warmup();
@@ -138,6 +156,8 @@ class Engine {
   // Ends every request in flight and every queued submission with status.
   void FailAll(const absl::Status& status);
   void PublishStats();
+  // Hands the cache's recorded events to the KV event sink, if there is one.
+  void FlushKvEvents();
   void MarkProgress(bool parked);
 
   const EngineConfig config_;
@@ -145,6 +165,7 @@ class Engine {
   const ExecutorGeometry geometry_;
   Clock* const clock_;
   EngineObserver* observer_ = nullptr;
+  KvEventSink* kv_event_sink_ = nullptr;
 
   // Engine thread only (after Start()), so read and written without a lock;
   // Start() touches them before the thread exists and Shutdown() after the join.

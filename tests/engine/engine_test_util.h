@@ -46,6 +46,7 @@ class EngineTest : public ::testing::Test {
     executor_ = executor.get();
     engine_ = std::make_unique<Engine>(std::move(config), std::move(executor),
                                        std::make_shared<FakeDetokenizer>(TestPieces()), &clock_);
+    if (kv_event_sink_ != nullptr) engine_->SetKvEventSink(kv_event_sink_);
     EXPECT_TRUE(engine_->Start().ok());
     return *engine_;
   }
@@ -66,6 +67,7 @@ class EngineTest : public ::testing::Test {
   }
 
   ManualClock clock_;
+  KvEventSink* kv_event_sink_ = nullptr;  // given to the engine when set
   std::unique_ptr<Engine> engine_;
   FakeExecutor* executor_ = nullptr;
 };
