@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "engine/engine.h"
 #include "engine/fault_injecting_executor.h"
@@ -25,6 +26,7 @@
 #include "server/generation_service.h"
 #include "server/grpc_server.h"
 #include "server/http_server.h"
+#include "server/kv_event_publisher.h"
 #include "server/loaded_model_frontend.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -46,6 +48,8 @@ constexpr absl::Duration kHealthPollInterval = absl::Milliseconds(200);
 // After the engine has gone idle, what remains are final writes and health
 // Watch streams; these get this long before the listener cancels them.
 constexpr absl::Duration kListenerGrace = absl::Seconds(2);
+// How long GET /debug/kv_blocks waits for the engine thread's listing.
+constexpr absl::Duration kKvBlocksListingTimeout = absl::Seconds(10);
 
 DType DummyDType(const std::string& dtype) {
   if (dtype == "float32") {
@@ -286,8 +290,38 @@ void RaiseOpenFilesLimit(const ServerConfig& config) {
   }
 }
 
-// The HTTP port's routes: the probes, then the OpenAI API.
-std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, const Engine& engine,
+// GET /debug/kv_blocks: the prefix index's block hashes as the KV-cache
+// events name them (32 hex digits, high half first), sorted, so that a test
+// or an operator can compare a router's view with the replica's.
+HttpServer::Route DebugKvBlocksRoute(Engine& engine) {
+  return {"GET", "/debug/kv_blocks",
+          [&engine](HttpRequest, std::shared_ptr<HttpExchange> exchange) {
+            absl::StatusOr<std::vector<BlockHash>> hashes =
+                engine.CachedBlockHashes(kKvBlocksListingTimeout);
+            if (!hashes.ok()) {
+              exchange->Respond(503, "text/plain; charset=utf-8",
+                                absl::StrCat(hashes.status().message(), "\n"));
+              return;
+            }
+            std::vector<std::string> hex;
+            hex.reserve(hashes->size());
+            for (const BlockHash& hash : *hashes) {
+              hex.push_back(absl::StrFormat("%016x%016x", hash.hi, hash.lo));
+            }
+            std::sort(hex.begin(), hex.end());
+            std::string body = absl::StrCat("{\"block_size\":", engine.geometry().block_size,
+                                            ",\"num_blocks\":", hex.size(), ",\"block_hashes\":[");
+            for (size_t i = 0; i < hex.size(); ++i) {
+              absl::StrAppend(&body, i == 0 ? "\"" : ",\"", hex[i], "\"");
+            }
+            absl::StrAppend(&body, "]}\n");
+            exchange->Respond(200, "application/json", std::move(body));
+          }};
+}
+
+// The HTTP port's routes: the probes, the debug listing when asked for, then
+// the OpenAI API.
+std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, Engine& engine,
                                           MetricsRegistry& metrics, const std::atomic<bool>& ready,
                                           OpenAiHttp& openai) {
   // Liveness lives here, in the engine's heartbeat; the HTTP layer only reads it.
@@ -298,10 +332,35 @@ std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, const Engi
       ProbeRoutes(ProbeHandlers{.metrics = [&metrics] { return metrics.Scrape(); },
                                 .live = live,
                                 .ready = [&ready] { return ready.load(); }});
+  if (config.debug_kv_blocks) {
+    routes.push_back(DebugKvBlocksRoute(engine));
+  }
   for (HttpServer::Route& route : openai.Routes()) {
     routes.push_back(std::move(route));
   }
   return routes;
+}
+
+// The KV-event publisher when --kv_events_endpoint asks for one, else null.
+absl::StatusOr<std::unique_ptr<KvEventPublisher>> StartKvEvents(const ServerConfig& config,
+                                                                const std::string& device) {
+  if (config.kv_events_endpoint.empty()) {
+    return nullptr;
+  }
+  KvEventPublisherOptions options;
+  options.endpoint = config.kv_events_endpoint;
+  options.replay_endpoint = config.kv_events_replay_endpoint;
+  options.topic = config.kv_events_topic;
+  options.medium = device == "cuda" ? "GPU" : "CPU";
+  absl::StatusOr<std::unique_ptr<KvEventPublisher>> publisher = KvEventPublisher::Start(options);
+  if (publisher.ok()) {
+    LogLine(absl::StrCat("publishing KV-cache events on ", (*publisher)->endpoint(), " (topic \"",
+                         config.kv_events_topic, "\", medium ", options.medium, ")",
+                         (*publisher)->replay_endpoint().empty()
+                             ? ""
+                             : absl::StrCat("; replay on ", (*publisher)->replay_endpoint())));
+  }
+  return publisher;
 }
 
 // Serves until a signal or an engine failure; the exit code.
@@ -434,6 +493,17 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
                 .num_kv_blocks = geometry.num_blocks > 0 ? geometry.num_blocks - 1 : 0},
       [&engine] { return engine.Stats(); });
   engine.SetObserver(&metrics);
+  absl::StatusOr<std::unique_ptr<KvEventPublisher>> kv_events = StartKvEvents(config, device);
+  if (!kv_events.ok()) {
+    LogLine(kv_events.status().message());
+    return 1;
+  }
+  if (*kv_events != nullptr) {
+    engine.SetKvEventSink(kv_events->get());
+    metrics.SetKvEventsDropped([publisher = kv_events->get()] {
+      return static_cast<double>(publisher->dropped_batches());
+    });
+  }
   // Start() sizes the pool from the executor and runs the warm-up step.
   if (absl::Status st = engine.Start(); !st.ok()) {
     LogLine(absl::StrCat("engine start-up failed: ", st.ToString()));

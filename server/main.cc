@@ -94,6 +94,15 @@ ABSL_FLAG(std::string, http_header_timeout, "30s",
 ABSL_FLAG(std::string, http_body_timeout, "60s", "An HTTP request body must arrive within this.");
 ABSL_FLAG(int64_t, http_max_body_bytes, 8 << 20, "Largest HTTP request body; larger ones get 413.");
 ABSL_FLAG(bool, access_log, true, "Log one line per finished Generate/GenerateStream call.");
+ABSL_FLAG(std::string, kv_events_endpoint, "",
+          "Publish KV-cache events (vLLM's ZeroMQ format) on this endpoint: bound when it "
+          "contains * (tcp://*:5557), else connected (tcp://router:5557). Empty: off.");
+ABSL_FLAG(std::string, kv_events_topic, "",
+          "The topic of every KV-event message, e.g. kv@<pod ip>@<model> for the llm-d indexer.");
+ABSL_FLAG(std::string, kv_events_replay_endpoint, "",
+          "Bind a ROUTER here that replays buffered KV-event batches from a sequence number.");
+ABSL_FLAG(bool, debug_kv_blocks, false,
+          "Serve GET /debug/kv_blocks on the HTTP port: the prefix index's block hashes.");
 
 namespace {
 
@@ -120,6 +129,10 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.grpc_max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
   config.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
   config.access_log = absl::GetFlag(FLAGS_access_log);
+  config.kv_events_endpoint = absl::GetFlag(FLAGS_kv_events_endpoint);
+  config.kv_events_topic = absl::GetFlag(FLAGS_kv_events_topic);
+  config.kv_events_replay_endpoint = absl::GetFlag(FLAGS_kv_events_replay_endpoint);
+  config.debug_kv_blocks = absl::GetFlag(FLAGS_debug_kv_blocks);
   config.http_threads = absl::GetFlag(FLAGS_http_threads);
   config.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
   config.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);

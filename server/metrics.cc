@@ -58,6 +58,10 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
   AddCallbackCounter("loom_log_messages_dropped_total",
                      "Log lines dropped because the log queue was full.",
                      [] { return static_cast<double>(LogMessagesDropped()); });
+  AddCallbackCounter("loom_kv_events_dropped_total",
+                     "KV-cache event batches dropped because the publisher's queue was full; "
+                     "the next batch sent starts with AllBlocksCleared.",
+                     [this] { return kv_events_dropped_ ? kv_events_dropped_() : 0.0; });
   auto& requests = BuildCounter()
                        .Name("loom_requests_total")
                        .Help("Requests finished, by how they ended.")
@@ -159,6 +163,10 @@ void MetricsRegistry::RecordGrpcRequest(std::string_view method, absl::StatusCod
 
 void MetricsRegistry::RecordHttpRequest(std::string_view route, int code) {
   http_requests_->Add({{"route", std::string(route)}, {"code", std::to_string(code)}}).Increment();
+}
+
+void MetricsRegistry::SetKvEventsDropped(std::function<double()> dropped) {
+  kv_events_dropped_ = std::move(dropped);
 }
 
 void MetricsRegistry::AddCallbackCounter(std::string name, std::string help,

@@ -62,6 +62,10 @@ class MetricsRegistry : public EngineObserver {
   // elsewhere, e.g. loom_log_messages_dropped_total). Call before serving.
   void AddCallbackCounter(std::string name, std::string help, std::function<double()> value);
 
+  // Where loom_kv_events_dropped_total reads the KV-event batches the
+  // publisher dropped (0 without one). Call before serving.
+  void SetKvEventsDropped(std::function<double()> dropped);
+
   // Every metric family, in the text exposition format that /metrics serves.
   [[nodiscard]] std::string Scrape() const;
   [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const;
@@ -94,6 +98,7 @@ class MetricsRegistry : public EngineObserver {
     std::function<double()> value;
   };
   std::vector<CallbackCounter> callback_counters_;
+  std::function<double()> kv_events_dropped_;
 };
 
 }  // namespace loom

@@ -55,6 +55,39 @@ absl::Status CheckPositive(absl::string_view flag, absl::Duration value) {
   return Invalid(flag, "> 0s", absl::FormatDuration(value));
 }
 
+absl::Status CheckZmqEndpoint(absl::string_view flag, const std::string& endpoint) {
+  for (absl::string_view scheme : {"tcp://", "ipc://", "inproc://"}) {
+    if (absl::StartsWith(endpoint, scheme) && endpoint.size() > scheme.size()) {
+      return absl::OkStatus();
+    }
+  }
+  return Invalid(
+      flag,
+      "a ZeroMQ endpoint such as tcp://*:5557 or tcp://host:5557 (tcp://, ipc:// or inproc://)",
+      absl::StrCat("\"", endpoint, "\""));
+}
+
+absl::Status ValidateKvEvents(const ServerConfig& c) {
+  if (c.kv_events_endpoint.empty()) {
+    if (!c.kv_events_replay_endpoint.empty() || !c.kv_events_topic.empty()) {
+      return absl::InvalidArgumentError(
+          "kv_events_topic and kv_events_replay_endpoint need --kv_events_endpoint");
+    }
+    return absl::OkStatus();
+  }
+  if (!c.enable_prefix_caching) {
+    return absl::InvalidArgumentError(
+        "kv_events_endpoint needs --enable_prefix_caching: without the prefix index there are no "
+        "KV-cache events");
+  }
+  LOOM_RETURN_IF_ERROR(CheckZmqEndpoint("kv_events_endpoint", c.kv_events_endpoint));
+  if (!c.kv_events_replay_endpoint.empty()) {
+    LOOM_RETURN_IF_ERROR(
+        CheckZmqEndpoint("kv_events_replay_endpoint", c.kv_events_replay_endpoint));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLimits(const ServerConfig& c) {
   const std::pair<absl::string_view, int64_t> at_least_one[] = {
       {"max_stop_token_ids", c.max_stop_token_ids},
@@ -142,6 +175,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.threads < 0) {
     return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
   }
+  LOOM_RETURN_IF_ERROR(ValidateKvEvents(c));
   return ValidateLimits(c);
 }
 

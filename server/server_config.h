@@ -62,6 +62,14 @@ struct ServerConfig {
   absl::Duration http_body_timeout = absl::Seconds(60);
   int64_t http_max_body_bytes = int64_t{8} << 20;
   bool access_log = true;
+  // KV-cache events (server/kv_event_publisher.h): the ZeroMQ PUB endpoint
+  // (empty: off), the topic every message carries, and the ROUTER endpoint
+  // that replays buffered batches (empty: none).
+  std::string kv_events_endpoint;
+  std::string kv_events_topic;
+  std::string kv_events_replay_endpoint;
+  // GET /debug/kv_blocks on the HTTP port: the prefix index's block hashes.
+  bool debug_kv_blocks = false;
 };
 
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.

@@ -156,5 +156,34 @@ TEST(ServerConfigTest, ModelPathPrefersFlagThenEnvThenDefault) {
   EXPECT_EQ(ResolveModelPath("~user/y.gguf", "", "", "/root"), "~user/y.gguf");
 }
 
+TEST(ServerConfigTest, KvEventsTakeZeroMqEndpointsAndNeedThePrefixIndex) {
+  ServerConfig c = Valid();
+  c.kv_events_endpoint = "tcp://*:5557";
+  c.kv_events_replay_endpoint = "tcp://*:5558";
+  c.kv_events_topic = "kv@10.0.0.1@m";
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+  c.kv_events_endpoint = "ipc:///run/loom/kv";
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+
+  c.kv_events_endpoint = "localhost:5557";
+  ExpectInvalid(c,
+                "kv_events_endpoint must be a ZeroMQ endpoint such as tcp://*:5557 or "
+                "tcp://host:5557 (tcp://, ipc:// or inproc://); got \"localhost:5557\"");
+  c.kv_events_endpoint = "tcp://*:5557";
+  c.kv_events_replay_endpoint = "tcp://";
+  ExpectInvalid(c,
+                "kv_events_replay_endpoint must be a ZeroMQ endpoint such as tcp://*:5557 or "
+                "tcp://host:5557 (tcp://, ipc:// or inproc://); got \"tcp://\"");
+  c.kv_events_replay_endpoint = "";
+  c.enable_prefix_caching = false;
+  ExpectInvalid(c,
+                "kv_events_endpoint needs --enable_prefix_caching: without the prefix index there "
+                "are no KV-cache events");
+
+  ServerConfig off = Valid();
+  off.kv_events_topic = "kv@pod@m";
+  ExpectInvalid(off, "kv_events_topic and kv_events_replay_endpoint need --kv_events_endpoint");
+}
+
 }  // namespace
 }  // namespace loom
