@@ -3,9 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string_view>
 #include <vector>
+
+#include "tests/cache/token_ids.h"
 
 namespace loom {
 namespace {
@@ -15,12 +16,6 @@ using ::testing::ElementsAreArray;
 using ::testing::IsEmpty;
 
 constexpr int32_t kBlockSize = 4;
-
-std::vector<int32_t> Tokens(int32_t n, int32_t first = 100) {
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
-  std::iota(tokens.begin(), tokens.end(), first);
-  return tokens;
-}
 
 CacheRequest Req(int64_t seq_id, const std::vector<int32_t>& tokens, std::string_view salt = "") {
   return CacheRequest{.seq_id = seq_id, .token_ids = tokens, .cache_salt = salt};

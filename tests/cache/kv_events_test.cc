@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -15,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "cache/block_hash.h"
 #include "cache/kv_cache_manager.h"
+#include "tests/cache/token_ids.h"
 #include "types/kv_event.h"
 
 namespace loom {
@@ -27,12 +27,6 @@ using ::testing::SizeIs;
 using ::testing::UnorderedElementsAreArray;
 
 constexpr int32_t kBlockSize = 4;
-
-std::vector<int32_t> Tokens(int32_t n, int32_t first = 100) {
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
-  std::iota(tokens.begin(), tokens.end(), first);
-  return tokens;
-}
 
 KvCacheManager Manager(int32_t num_blocks, bool caching = true) {
   return KvCacheManager(KvCacheConfig{

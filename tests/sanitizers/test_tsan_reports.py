@@ -91,6 +91,32 @@ class TsanReportsTest(unittest.TestCase):
         matched = [bool(tsan_reports.REACTOR_LIFETIME.search(f)) for f in frames]
         self.assertEqual(matched, [False, True, True, True, True])
 
+class ReceivedLibraryBufferTest(unittest.TestCase):
+    """ZeroMQ's I/O thread fills a buffer libzmq allocated; Loom reads it."""
+
+    def setUp(self):
+        self.report = only_report(read("zmq_received_message.txt"))
+
+    def test_a_loom_read_of_the_received_message_is_ignored(self):
+        self.assertTrue(tsan_reports.is_foreign_race(self.report))
+
+    def test_a_loom_write_to_that_buffer_fails(self):
+        report = self.report.replace("Previous read of size", "Previous write of size")
+        self.assertNotEqual(report, self.report)
+        self.assertFalse(tsan_reports.is_foreign_race(report))
+
+    def test_a_block_loom_allocated_fails(self):
+        head, sep, tail = self.report.partition("  Location is heap block")
+        alloc, blank, rest = tail.partition("\n\n")
+        loom_alloc = (" of size 18160 at 0x7ba40001e000 allocated by thread T5:\n"
+                      "    #0 malloc ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:647 "
+                      "(libtsan.so.2+0x3ebb8)\n"
+                      "    #1 loom::KvEventPublisher::Send(std::span<loom::KvEvent const, "
+                      "18446744073709551615ul>) ../../server/kv_event_publisher.cc:300 "
+                      "(kv_event_publisher_test+0x1000)")
+        report = head + sep + loom_alloc + blank + rest
+        self.assertFalse(tsan_reports.is_foreign_race(report))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -50,6 +50,13 @@ string; TSan names no allocation, since the free is the racing access. A race
 between a deallocation inside the libraries and such a hidden-code write is
 ignored; a Loom write through std::string's inline API still fails.
 
+A message the library received: ZeroMQ's I/O thread reads a message from its
+socket into a buffer that libzmq allocated, and hands the message to the
+thread that calls zmq_msg_recv through its own lock-free queues. Loom then
+reads the buffer (zmq_msg_data). A race between the library's write and a Loom
+read of a block the library allocated is ignored; a Loom write to it, or a
+race on a block Loom allocated, still fails.
+
 Usage: tsan_reports.py LOG_DIR   (logs written with TSAN_OPTIONS=log_path=LOG_DIR/tsan)
 """
 import os
@@ -58,7 +65,7 @@ import sys
 
 # Debian library code Loom does not own: shared objects, and headers whose
 # inline code runs under the libraries' own (invisible) locks.
-FOREIGN_MODULE = re.compile(r"\((lib(grpc|grpc\+\+|gpr|upb|address_sorting|protobuf|absl_|re2|cares|ssl|crypto|z)[^)+]*)\+")
+FOREIGN_MODULE = re.compile(r"\((lib(grpc|grpc\+\+|gpr|upb|address_sorting|protobuf|absl_|re2|cares|ssl|crypto|z|zmq)[^)+]*)\+")
 FOREIGN_SOURCE = re.compile(r" /usr/include/(grpc|grpcpp|grpc\+\+|absl|google/protobuf)/")
 # Debian's GoogleTest is a static library built without TSan or debug info:
 # its frames show no source file.
@@ -184,6 +191,28 @@ def is_library_freed_string(stacks):
     return False
 
 
+ACCESS_HEADER = re.compile(r"^  (Previous )?(atomic )?(Read|Write|read|write) of size")
+
+
+def access_kinds(report):
+    """'read' or 'write' for each access, in the order of access_stacks."""
+    return [m.group(3).lower() for m in map(ACCESS_HEADER.match, report.splitlines()) if m]
+
+
+def is_received_library_buffer(report, stacks):
+    """Loom reads what a Debian library wrote into a block it allocated."""
+    allocation = owner(allocation_stack(report))
+    if not FOREIGN_MODULE.search(allocation):
+        return False
+    kinds = access_kinds(report)
+    if len(kinds) != len(stacks):
+        return False
+    for library_side, other in ((0, 1), (1, 0)):
+        if owner_is_foreign(stacks[library_side]) and kinds[other] == "read":
+            return True
+    return False
+
+
 def is_foreign_race(report):
     if "WARNING: ThreadSanitizer: data race" not in report:
         return False
@@ -192,7 +221,7 @@ def is_foreign_race(report):
         return False
     return (all(owner_is_foreign(s) for s in stacks) or is_reactor_lifetime_race(stacks) or
             is_handed_over_block(stacks) or is_library_string(report, stacks) or
-            is_library_freed_string(stacks))
+            is_library_freed_string(stacks) or is_received_library_buffer(report, stacks))
 
 
 def main():

@@ -195,17 +195,21 @@ std::vector<std::string> Tags(const std::string& payload) {
   return tags;
 }
 
+KvEventPublisherOptions Options(std::string endpoint, std::string replay_endpoint) {
+  return KvEventPublisherOptions{.endpoint = std::move(endpoint),
+                                 .replay_endpoint = std::move(replay_endpoint),
+                                 .topic = "kv@pod@model",
+                                 .medium = "CPU",
+                                 .max_queued_batches = 64,
+                                 .replay_batches = 4,
+                                 .send_high_water_mark = 1000};
+}
+
 class KvEventPublisherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<KvEventPublisher>> publisher =
-        KvEventPublisher::Start(KvEventPublisherOptions{.endpoint = "tcp://127.0.0.1:*",
-                                                        .replay_endpoint = "tcp://127.0.0.1:*",
-                                                        .topic = "kv@pod@model",
-                                                        .medium = "CPU",
-                                                        .max_queued_batches = 64,
-                                                        .replay_batches = 4,
-                                                        .send_high_water_mark = 1000});
+        KvEventPublisher::Start(Options("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"));
     ASSERT_TRUE(publisher.ok()) << publisher.status();
     publisher_ = *std::move(publisher);
   }
@@ -301,25 +305,13 @@ TEST_F(KvEventPublisherTest, ReplayFromZeroStartsWithAllBlocksCleared) {
 
 TEST_F(KvEventPublisherTest, TakenEndpointIsAnErrorNamingTheFlag) {
   absl::StatusOr<std::unique_ptr<KvEventPublisher>> second =
-      KvEventPublisher::Start(KvEventPublisherOptions{.endpoint = publisher_->endpoint(),
-                                                      .replay_endpoint = "",
-                                                      .topic = "",
-                                                      .medium = "CPU",
-                                                      .max_queued_batches = 4,
-                                                      .replay_batches = 4,
-                                                      .send_high_water_mark = 1000});
+      KvEventPublisher::Start(Options(publisher_->endpoint(), ""));
   // A concrete tcp address without "*" is connected to, which succeeds; the
   // bound form of the same port is taken.
   ASSERT_TRUE(second.ok()) << second.status();
   const std::string port = publisher_->endpoint().substr(publisher_->endpoint().rfind(':') + 1);
   absl::StatusOr<std::unique_ptr<KvEventPublisher>> taken =
-      KvEventPublisher::Start(KvEventPublisherOptions{.endpoint = "tcp://*:" + port,
-                                                      .replay_endpoint = "",
-                                                      .topic = "",
-                                                      .medium = "CPU",
-                                                      .max_queued_batches = 4,
-                                                      .replay_batches = 4,
-                                                      .send_high_water_mark = 1000});
+      KvEventPublisher::Start(Options("tcp://*:" + port, ""));
   ASSERT_FALSE(taken.ok());
   EXPECT_THAT(taken.status().message(), HasSubstr("--kv_events_endpoint=tcp://*:" + port));
   EXPECT_THAT(taken.status().message(), HasSubstr("cannot bind"));
