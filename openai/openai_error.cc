@@ -79,6 +79,8 @@ OpenAiError ToOpenAiError(const absl::Status& status, Endpoint endpoint) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
       return InvalidRequest(status, endpoint);
+    case absl::StatusCode::kUnauthenticated:
+      return {401, std::move(message), "invalid_request_error", "", "invalid_api_key"};
     case absl::StatusCode::kNotFound:
       return {404, std::move(message), "invalid_request_error", "model", "model_not_found"};
     case absl::StatusCode::kResourceExhausted:

@@ -25,7 +25,8 @@ struct OpenAiError {
 // InvalidParam("temperature", "temperature must be a number").
 absl::Status InvalidParam(absl::string_view param, absl::string_view message);
 
-// INVALID_ARGUMENT -> 400, NOT_FOUND -> 404, RESOURCE_EXHAUSTED -> 429,
+// INVALID_ARGUMENT -> 400, UNAUTHENTICATED -> 401 (code invalid_api_key),
+// NOT_FOUND -> 404, RESOURCE_EXHAUSTED -> 429,
 // UNAVAILABLE -> 503, everything else -> 500. Proto field paths at the start of
 // the validator's messages ("sampling.temperature must be ...") become the
 // OpenAI parameter names ("temperature"); `endpoint` decides names that differ

@@ -22,6 +22,7 @@
 #include "model/executor_factory.h"
 #include "model/generation_config.h"
 #include "model/model.h"
+#include "server/api_keys.h"
 #include "server/engine_backend.h"
 #include "server/generation_service.h"
 #include "server/grpc_server.h"
@@ -98,8 +99,10 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
 }
 
 ServiceOptions MakeServiceOptions(const ServerConfig& config,
-                                  const GenerationDefaults& generation_defaults) {
+                                  const GenerationDefaults& generation_defaults,
+                                  const ApiKeyStore* api_keys) {
   ServiceOptions options;
+  options.api_keys = api_keys;
   options.generation_defaults = generation_defaults;
   options.limits.max_logit_bias = config.max_logit_bias;
   options.limits.max_stop_token_ids = config.max_stop_token_ids;
@@ -119,6 +122,7 @@ GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
   options.keepalive_timeout = config.grpc_keepalive_timeout;
   options.keepalive_permit_without_calls = config.grpc_keepalive_permit_without_calls;
   options.max_concurrent_streams = config.grpc_max_concurrent_streams;
+  options.reflection = config.reflection == "open";
   return options;
 }
 
@@ -173,12 +177,33 @@ std::string ServedName(const ServerConfig& config, const LoadedModel& model) {
 // Waits for the end of the run: a signal (true) or an engine failure (false).
 // Meanwhile gRPC health follows liveness: NOT_SERVING while the engine is
 // stalled, SERVING again once it progresses.
+// Reloads --api_keys_file after a SIGHUP, or when the file changed; the
+// keys in force stay when the new file is bad.
+void ReloadApiKeys(ApiKeyStore& keys, bool force) {
+  absl::StatusOr<bool> reloaded = keys.Reload(force);
+  if (!reloaded.ok()) {
+    LogLine(absl::StrCat("cannot reload the API keys, keeping the previous ones: ",
+                         reloaded.status().message()));
+  } else if (*reloaded) {
+    const std::shared_ptr<const ApiKeySet> set = keys.keys();
+    LogLine(absl::StrCat("reloaded --api_keys_file=", keys.path(), ": ", set->size(), " keys, ",
+                         set->Tenants().size(), " tenants"));
+  }
+}
+
 bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine,
-                            absl::Duration stall_timeout, GrpcServer& grpc_server) {
+                            absl::Duration stall_timeout, GrpcServer& grpc_server,
+                            ApiKeyStore* api_keys) {
   bool serving = true;
+  int64_t hangups = watcher.hangups();
   while (!watcher.WaitForSignal(kHealthPollInterval)) {
     if (!engine.healthy()) {
       return false;
+    }
+    if (api_keys != nullptr) {
+      const int64_t now = watcher.hangups();
+      ReloadApiKeys(*api_keys, now != hangups);
+      hangups = now;
     }
     const bool live = !engine.Stalled(stall_timeout);
     if (live == serving) {
@@ -257,8 +282,9 @@ HttpServerOptions MakeHttpServerOptions(const ServerConfig& config) {
   return options;
 }
 
-OpenAiHttpOptions MakeOpenAiHttpOptions(const ServerConfig& config) {
+OpenAiHttpOptions MakeOpenAiHttpOptions(const ServerConfig& config, const ApiKeyStore* api_keys) {
   OpenAiHttpOptions options;
+  options.api_keys = api_keys;
   options.limits.max_stream_buffer_bytes = config.max_stream_buffer_bytes;
   options.limits.stream_buffer_grace = config.stream_buffer_grace;
   options.limits.access_log = config.access_log;
@@ -319,11 +345,24 @@ HttpServer::Route DebugKvBlocksRoute(Engine& engine) {
           }};
 }
 
+// handler behind an API key check (401 with OpenAI's error body).
+HttpHandler RequireKey(const ApiKeyStore& keys, HttpHandler handler) {
+  return [&keys, handler = std::move(handler)](HttpRequest request,
+                                               std::shared_ptr<HttpExchange> exchange) {
+    if (absl::StatusOr<Caller> caller = keys.Authenticate(request.Header("authorization"));
+        !caller.ok()) {
+      return RespondOpenAiError(*exchange, caller.status(), openai::Endpoint::kCompletions);
+    }
+    handler(std::move(request), std::move(exchange));
+  };
+}
+
 // The HTTP port's routes: the probes, the debug listing when asked for, then
-// the OpenAI API.
+// the OpenAI API. /healthz and /readyz stay open; with API keys, /metrics
+// needs one under --metrics_require_auth and the debug listing always.
 std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, Engine& engine,
                                           MetricsRegistry& metrics, const std::atomic<bool>& ready,
-                                          OpenAiHttp& openai) {
+                                          OpenAiHttp& openai, const ApiKeyStore* api_keys) {
   // Liveness lives here, in the engine's heartbeat; the HTTP layer only reads it.
   auto live = [&engine, stall_timeout = config.engine_stall_timeout] {
     return engine.healthy() && !engine.Stalled(stall_timeout);
@@ -334,6 +373,14 @@ std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, Engine& en
                                 .ready = [&ready] { return ready.load(); }});
   if (config.debug_kv_blocks) {
     routes.push_back(DebugKvBlocksRoute(engine));
+  }
+  if (api_keys != nullptr) {
+    for (HttpServer::Route& route : routes) {
+      if (route.path == "/debug/kv_blocks" ||
+          (route.path == "/metrics" && config.metrics_require_auth)) {
+        route.handler = RequireKey(*api_keys, std::move(route.handler));
+      }
+    }
   }
   for (HttpServer::Route& route : openai.Routes()) {
     routes.push_back(std::move(route));
@@ -366,7 +413,7 @@ absl::StatusOr<std::unique_ptr<KvEventPublisher>> StartKvEvents(const ServerConf
 // Serves until a signal or an engine failure; the exit code.
 int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel& model,
           const GenerationDefaults& generation_defaults, Engine& engine, MetricsRegistry& metrics,
-          absl::Time start) {
+          ApiKeyStore* api_keys, absl::Time start) {
   const ExecutorGeometry& geometry = engine.geometry();
   const std::string served_name = ServedName(config, model);
   LoadedModelFrontend frontend(model, DescribeModel(model, geometry, engine.max_model_len(),
@@ -377,12 +424,12 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
       [&metrics](std::string_view method, absl::StatusCode code) {
         metrics.RecordGrpcRequest(method, code);
       },
-      MakeServiceOptions(config, generation_defaults));
-  OpenAiHttp openai(frontend, service.intake(), backend, MakeOpenAiHttpOptions(config));
+      MakeServiceOptions(config, generation_defaults, api_keys));
+  OpenAiHttp openai(frontend, service.intake(), backend, MakeOpenAiHttpOptions(config, api_keys));
 
   std::atomic<bool> ready{false};
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
-      MakeHttpServerOptions(config), HttpRoutes(config, engine, metrics, ready, openai),
+      MakeHttpServerOptions(config), HttpRoutes(config, engine, metrics, ready, openai, api_keys),
       [&metrics](std::string_view route, int status) { metrics.RecordHttpRequest(route, status); });
   if (!http.ok()) {
     LogLine(http.status().message());
@@ -404,7 +451,7 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
                        absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled =
-      WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout, **grpc_server);
+      WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout, **grpc_server, api_keys);
   // Refuse new calls before health says so: a client that sees NOT_SERVING
   // (or a 503 from /readyz) must also see UNAVAILABLE.
   service.StopAccepting();
@@ -437,6 +484,20 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   if (!override_defaults.ok()) {
     LogLine(absl::StrCat("invalid flags: --", override_defaults.status().message()));
     return 2;
+  }
+  std::unique_ptr<ApiKeyStore> api_keys;
+  if (!config.api_keys_file.empty()) {
+    absl::StatusOr<std::unique_ptr<ApiKeyStore>> loaded_keys =
+        ApiKeyStore::Load(config.api_keys_file);
+    if (!loaded_keys.ok()) {
+      LogLine(absl::StrCat("invalid flags: ", loaded_keys.status().message()));
+      return 2;
+    }
+    api_keys = *std::move(loaded_keys);
+    const std::shared_ptr<const ApiKeySet> set = api_keys->keys();
+    LogLine(absl::StrCat("API keys from ", config.api_keys_file, ": ", set->size(), " keys, ",
+                         set->Tenants().size(), " tenants",
+                         set->has_tenants() ? " (prefix-cache salts derive from the tenant)" : ""));
   }
   LogLine(absl::StrCat("loading ", config.model));
   ModelLoadOptions load;
@@ -514,7 +575,8 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   if (watcher.signal() != 0) {
     return StartupInterrupted(watcher);
   }
-  return Serve(config, watcher, *model, *generation_defaults, engine, metrics, start);
+  return Serve(config, watcher, *model, *generation_defaults, engine, metrics, api_keys.get(),
+               start);
 }
 
 }  // namespace loom

@@ -69,9 +69,25 @@ grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerCon
   return reactor;
 }
 
+absl::StatusOr<Caller> GenerationService::Authenticate(
+    const grpc::CallbackServerContext& context) const {
+  if (options_.api_keys == nullptr) {
+    return Caller{};
+  }
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  return options_.api_keys->Authenticate(
+      it == metadata.end() ? std::string_view()
+                           : std::string_view(it->second.data(), it->second.size()));
+}
+
 absl::StatusOr<RequestParams> GenerationService::Prepare(const grpc::CallbackServerContext& context,
                                                          const v1::GenerateRequest& request) {
-  return intake_.Prepare(request, DeadlineOf(context));
+  absl::StatusOr<Caller> caller = Authenticate(context);
+  if (!caller.ok()) {
+    return caller.status();
+  }
+  return intake_.Prepare(request, DeadlineOf(context), *caller);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* context,
@@ -102,6 +118,9 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authenticate(*context); !caller.ok()) {
+    return FinishUnary(context, "Tokenize", caller.status());
+  }
   absl::StatusOr<std::vector<int32_t>> ids = intake_.Tokenize(*request);
   if (!ids.ok()) {
     return FinishUnary(context, "Tokenize", ids.status());
@@ -116,6 +135,9 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
     grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* /*request*/,
     v1::ModelInfo* response) {
+  if (absl::StatusOr<Caller> caller = Authenticate(*context); !caller.ok()) {
+    return FinishUnary(context, "GetModelInfo", caller.status());
+  }
   if (absl::Status st = intake_.CheckAccepting(); !st.ok()) {
     return FinishUnary(context, "GetModelInfo", st);
   }

@@ -43,6 +43,9 @@ class GenerationService final : public v1::GenerationService::CallbackService {
  private:
   // Everything that happens before the engine sees a request: the drain
   // check, validation, tokenization, deadline.
+  // The caller's API key from the "authorization" metadata; a keyless
+  // caller when auth is off, UNAUTHENTICATED when the key is missing or wrong.
+  absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& context) const;
   absl::StatusOr<RequestParams> Prepare(const grpc::CallbackServerContext& context,
                                         const v1::GenerateRequest& request);
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,

@@ -32,7 +32,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
                                                               GenerationService& service,
                                                               const GrpcServerOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options.reflection) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
   grpc::ServerBuilder builder;
   ApplyOptions(options, builder);
   // IPv6 literals need brackets in a gRPC target.

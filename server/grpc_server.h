@@ -29,6 +29,8 @@ struct GrpcServerOptions {
   bool keepalive_permit_without_calls = true;
   // HTTP/2 streams (calls) one connection may have open at once.
   int32_t max_concurrent_streams = 1024;
+  // Serve gRPC server reflection (grpcurl without .proto files).
+  bool reflection = true;
 };
 
 class GrpcServer {

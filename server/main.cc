@@ -101,6 +101,12 @@ ABSL_FLAG(std::string, kv_events_topic, "",
           "The topic of every KV-event message, e.g. kv@<pod ip>@<model> for the llm-d indexer.");
 ABSL_FLAG(std::string, kv_events_replay_endpoint, "",
           "Bind a ROUTER here that replays buffered KV-event batches from a sequence number.");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "One API key per line (optionally followed by a tenant name); every generation RPC "
+          "and OpenAI route then needs \"Authorization: Bearer <key>\". Reloaded on SIGHUP and "
+          "when the file changes. Empty: no auth.");
+ABSL_FLAG(bool, metrics_require_auth, false, "GET /metrics needs an API key too.");
+ABSL_FLAG(std::string, reflection, "open", "gRPC server reflection: open or off.");
 ABSL_FLAG(bool, debug_kv_blocks, false,
           "Serve GET /debug/kv_blocks on the HTTP port: the prefix index's block hashes.");
 
@@ -133,6 +139,9 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.kv_events_topic = absl::GetFlag(FLAGS_kv_events_topic);
   config.kv_events_replay_endpoint = absl::GetFlag(FLAGS_kv_events_replay_endpoint);
   config.debug_kv_blocks = absl::GetFlag(FLAGS_debug_kv_blocks);
+  config.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
+  config.metrics_require_auth = absl::GetFlag(FLAGS_metrics_require_auth);
+  config.reflection = absl::GetFlag(FLAGS_reflection);
   config.http_threads = absl::GetFlag(FLAGS_http_threads);
   config.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
   config.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);

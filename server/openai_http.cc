@@ -55,9 +55,18 @@ OpenAiHttp::OpenAiHttp(const ModelFrontend& model, RequestIntake& intake,
     : model_(model), intake_(intake), backend_(backend), options_(std::move(options)) {}
 
 std::vector<HttpServer::Route> OpenAiHttp::Routes() {
+  // Every route checks the API key first (when auth is on): a rejected
+  // request reaches neither the model nor the engine.
   auto bind = [this](auto method) {
     return [this, method](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
-      (this->*method)(request, exchange);
+      absl::StatusOr<Caller> caller = Caller{};
+      if (options_.api_keys != nullptr) {
+        caller = options_.api_keys->Authenticate(request.Header("authorization"));
+      }
+      if (!caller.ok()) {
+        return RespondOpenAiError(*exchange, caller.status(), openai::Endpoint::kCompletions);
+      }
+      (this->*method)(request, *caller, exchange);
     };
   };
   std::vector<HttpServer::Route> routes;
@@ -66,9 +75,7 @@ std::vector<HttpServer::Route> OpenAiHttp::Routes() {
   routes.push_back({"POST", kChatRoute, bind(&OpenAiHttp::ChatCompletions)});
   routes.push_back({"POST", "/tokenize", bind(&OpenAiHttp::Tokenize)});
   routes.push_back({"POST", "/detokenize", bind(&OpenAiHttp::Detokenize)});
-  routes.push_back({"GET", "/version", [this](HttpRequest, std::shared_ptr<HttpExchange> exchange) {
-                      exchange->Respond(200, kJson, openai::RenderVersion(options_.version));
-                    }});
+  routes.push_back({"GET", "/version", bind(&OpenAiHttp::Version)});
   return routes;
 }
 
@@ -94,13 +101,18 @@ openai::ResponseContext OpenAiHttp::Context(std::string prefix, const std::strin
   return context;
 }
 
-void OpenAiHttp::Models(const HttpRequest& /*request*/,
+void OpenAiHttp::Version(const HttpRequest& /*request*/, const Caller& /*caller*/,
+                         const std::shared_ptr<HttpExchange>& exchange) const {
+  exchange->Respond(200, kJson, openai::RenderVersion(options_.version));
+}
+
+void OpenAiHttp::Models(const HttpRequest& /*request*/, const Caller& /*caller*/,
                         const std::shared_ptr<HttpExchange>& exchange) const {
   const v1::ModelInfo models[] = {model_.Info()};
   exchange->Respond(200, kJson, openai::RenderModelList(models, options_.created));
 }
 
-void OpenAiHttp::Completions(const HttpRequest& request,
+void OpenAiHttp::Completions(const HttpRequest& request, const Caller& caller,
                              const std::shared_ptr<HttpExchange>& exchange) {
   constexpr openai::Endpoint kEndpoint = openai::Endpoint::kCompletions;
   absl::StatusOr<openai::CompletionRequest> parsed = openai::ParseCompletionRequest(request.body);
@@ -116,7 +128,7 @@ void OpenAiHttp::Completions(const HttpRequest& request,
   for (size_t p = 0; p < num_prompts; ++p) {
     v1::GenerateRequest& prompt = parsed->prompts[p];
     SetRequestId(request, p, num_prompts, prompt);
-    absl::StatusOr<RequestParams> params = intake_.Prepare(prompt, absl::InfiniteFuture());
+    absl::StatusOr<RequestParams> params = intake_.Prepare(prompt, absl::InfiniteFuture(), caller);
     if (!params.ok()) {
       return RespondOpenAiError(*exchange, params.status(), kEndpoint);
     }
@@ -133,7 +145,7 @@ void OpenAiHttp::Completions(const HttpRequest& request,
   generation->Start(std::move(prompts), std::move(echo));
 }
 
-void OpenAiHttp::ChatCompletions(const HttpRequest& request,
+void OpenAiHttp::ChatCompletions(const HttpRequest& request, const Caller& caller,
                                  const std::shared_ptr<HttpExchange>& exchange) {
   constexpr openai::Endpoint kEndpoint = openai::Endpoint::kChatCompletions;
   absl::StatusOr<openai::ChatRequest> parsed = openai::ParseChatRequest(request.body);
@@ -144,7 +156,8 @@ void OpenAiHttp::ChatCompletions(const HttpRequest& request,
     return RespondOpenAiError(*exchange, model, kEndpoint);
   }
   SetRequestId(request, 0, 1, parsed->request);
-  absl::StatusOr<RequestParams> params = intake_.Prepare(parsed->request, absl::InfiniteFuture());
+  absl::StatusOr<RequestParams> params =
+      intake_.Prepare(parsed->request, absl::InfiniteFuture(), caller);
   if (!params.ok()) {
     return RespondOpenAiError(*exchange, params.status(), kEndpoint);
   }
@@ -157,7 +170,7 @@ void OpenAiHttp::ChatCompletions(const HttpRequest& request,
   generation->Start(std::move(prompts), {});
 }
 
-void OpenAiHttp::Tokenize(const HttpRequest& request,
+void OpenAiHttp::Tokenize(const HttpRequest& request, const Caller& /*caller*/,
                           const std::shared_ptr<HttpExchange>& exchange) const {
   constexpr openai::Endpoint kEndpoint = openai::Endpoint::kCompletions;
   absl::StatusOr<openai::TokenizeRequest> parsed = openai::ParseTokenizeRequest(request.body);
@@ -180,7 +193,7 @@ void OpenAiHttp::Tokenize(const HttpRequest& request,
                     openai::RenderTokenizeResponse(*ids, pieces, model_.Info().max_model_len()));
 }
 
-void OpenAiHttp::Detokenize(const HttpRequest& request,
+void OpenAiHttp::Detokenize(const HttpRequest& request, const Caller& /*caller*/,
                             const std::shared_ptr<HttpExchange>& exchange) const {
   constexpr openai::Endpoint kEndpoint = openai::Endpoint::kCompletions;
   absl::StatusOr<openai::DetokenizeRequest> parsed = openai::ParseDetokenizeRequest(request.body);

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "openai/openai_error.h"
+#include "server/api_keys.h"
 #include "server/generation_backend.h"
 #include "server/http_generation.h"
 #include "server/http_server.h"
@@ -24,6 +25,9 @@ struct OpenAiHttpOptions {
   HttpGenerationLimits limits;
   std::string version;  // for /version
   int64_t created = 0;  // Unix seconds the model was loaded, for /v1/models
+  // --api_keys_file: every route needs "Authorization: Bearer <key>" (401
+  // otherwise); null when auth is off. Outlives the routes.
+  const ApiKeyStore* api_keys = nullptr;
 };
 
 class OpenAiHttp {
@@ -35,11 +39,19 @@ class OpenAiHttp {
   std::vector<HttpServer::Route> Routes();
 
  private:
-  void Models(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const;
-  void Completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
-  void ChatCompletions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
-  void Tokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const;
-  void Detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const;
+  // Each route's handler, after the API key check: caller is who sent it.
+  void Models(const HttpRequest& request, const Caller& caller,
+              const std::shared_ptr<HttpExchange>& exchange) const;
+  void Completions(const HttpRequest& request, const Caller& caller,
+                   const std::shared_ptr<HttpExchange>& exchange);
+  void ChatCompletions(const HttpRequest& request, const Caller& caller,
+                       const std::shared_ptr<HttpExchange>& exchange);
+  void Tokenize(const HttpRequest& request, const Caller& caller,
+                const std::shared_ptr<HttpExchange>& exchange) const;
+  void Detokenize(const HttpRequest& request, const Caller& caller,
+                  const std::shared_ptr<HttpExchange>& exchange) const;
+  void Version(const HttpRequest& request, const Caller& caller,
+               const std::shared_ptr<HttpExchange>& exchange) const;
 
   // NOT_FOUND unless `model` is empty or the served model's name.
   absl::Status CheckModel(const std::string& model) const;

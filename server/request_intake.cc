@@ -16,13 +16,15 @@ absl::Status RequestIntake::CheckAccepting() const {
 }
 
 absl::StatusOr<RequestParams> RequestIntake::Prepare(const v1::GenerateRequest& request,
-                                                     absl::Time deadline) {
+                                                     absl::Time deadline, const Caller& caller) {
   LOOM_RETURN_IF_ERROR(CheckAccepting());
   absl::StatusOr<RequestParams> params = builder_.Build(request, absl::Now(), deadline);
   if (!params.ok()) {
     LogLine(absl::StrCat("request ", request.request_id().empty() ? "-" : request.request_id(),
                          " rejected: ", params.status().ToString()));
+    return params;
   }
+  params->cache_salt = DeriveCacheSalt(caller, params->cache_salt);
   return params;
 }
 

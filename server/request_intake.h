@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "loom/v1/generation.pb.h"
+#include "server/api_keys.h"
 #include "server/model_frontend.h"
 #include "server/request_builder.h"
 #include "server/request_validator.h"
@@ -31,8 +32,10 @@ class RequestIntake {
   void StopAccepting() { accepting_.store(false, std::memory_order_release); }
   absl::Status CheckAccepting() const;
 
-  // The drain check, then RequestBuilder::Build; a rejection is logged.
-  absl::StatusOr<RequestParams> Prepare(const v1::GenerateRequest& request, absl::Time deadline);
+  // The drain check, then RequestBuilder::Build; a rejection is logged. The
+  // prefix-cache salt derives from the caller's tenant (DeriveCacheSalt).
+  absl::StatusOr<RequestParams> Prepare(const v1::GenerateRequest& request, absl::Time deadline,
+                                        const Caller& caller = {});
 
   // The drain check, then the token ids of a Tokenize request's input.
   absl::StatusOr<std::vector<int32_t>> Tokenize(const v1::TokenizeRequest& request) const;

@@ -176,6 +176,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
   }
   LOOM_RETURN_IF_ERROR(ValidateKvEvents(c));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("reflection", c.reflection, {"open", "off"}));
+  if (c.metrics_require_auth && c.api_keys_file.empty()) {
+    return absl::InvalidArgumentError("metrics_require_auth needs --api_keys_file");
+  }
   return ValidateLimits(c);
 }
 

@@ -70,6 +70,10 @@ struct ServerConfig {
   std::string kv_events_replay_endpoint;
   // GET /debug/kv_blocks on the HTTP port: the prefix index's block hashes.
   bool debug_kv_blocks = false;
+  // API keys (server/api_keys.h): empty = auth off.
+  std::string api_keys_file;
+  bool metrics_require_auth = false;  // /metrics needs a key too
+  std::string reflection = "open";    // gRPC server reflection: open or off
 };
 
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.

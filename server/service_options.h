@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "server/api_keys.h"
 #include "server/request_validator.h"
 #include "types/generation_defaults.h"
 
@@ -20,6 +21,9 @@ struct ServiceOptions {
   absl::Duration stream_buffer_grace = absl::Seconds(10);
   // One line per finished Generate/GenerateStream call.
   bool access_log = true;
+  // --api_keys_file: every generation RPC needs a key; null when auth is off.
+  // Outlives the service.
+  const ApiKeyStore* api_keys = nullptr;
 };
 
 }  // namespace loom

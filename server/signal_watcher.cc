@@ -45,6 +45,10 @@ void SignalWatcher::Run() {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
     if (stopping_.load()) return;
+    if (signal == SIGHUP) {
+      hangups_.fetch_add(1);
+      continue;
+    }
     if (!IsTermination(signal)) continue;
     std::function<void()> callback;
     {

@@ -1,12 +1,14 @@
 // SIGTERM/SIGINT for the drain of DESIGN.md's lifecycle, with no work in a
 // signal handler: the signals are blocked in every thread and one thread
-// takes them with sigwait() and notifies whoever waits. SIGHUP, SIGUSR1 and
-// SIGUSR2 are taken too and ignored, so that none of them can end the process
-// without a drain or stop the watcher.
+// takes them with sigwait() and notifies whoever waits. SIGHUP is counted
+// (the main loop reloads --api_keys_file on it); SIGUSR1 and SIGUSR2 are taken
+// too and ignored, so that none of them can end the process without a drain
+// or stop the watcher.
 #pragma once
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <functional>
 #include <thread>
 
@@ -37,6 +39,8 @@ class SignalWatcher {
   // or at once on the caller's thread when one already has. It must outlive
   // the watcher's thread, so it should own what it uses.
   void OnSignal(std::function<void()> callback);
+  // SIGHUPs received so far.
+  [[nodiscard]] int64_t hangups() const { return hangups_.load(); }
 
  private:
   void Run();
@@ -45,6 +49,7 @@ class SignalWatcher {
   CondVar received_;
   int signal_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> on_signal_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> hangups_{0};
   std::atomic<bool> stopping_{false};  // atomic: read by the watcher thread without mu_
   std::thread thread_;
 };

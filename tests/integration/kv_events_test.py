@@ -18,10 +18,7 @@ import concurrent.futures
 import json
 import os
 import random
-import re
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +28,9 @@ import urllib.request
 
 import msgpack
 import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loomd_proc import LoomdProcess  # noqa: E402
 
 ARGS = None
 BLOCK_SIZE = 8
@@ -198,45 +198,14 @@ class Follower(threading.Thread):
             return set(self.blocks), list(self.errors)
 
 
-class Server:
+class Server(LoomdProcess):
     def __init__(self, log_dir, sub_port, replay_port, kv_cache_bytes):
-        self.log_path = os.path.join(log_dir, "loomd.log")
-        self.args = [ARGS.loomd, "--host=127.0.0.1", "--port=0", "--http_port=0", "--threads=1",
-                     "--access_log=false", "--max_model_len=512", f"--block_size={BLOCK_SIZE}",
-                     f"--kv_cache_bytes={kv_cache_bytes}",
-                     f"--kv_events_endpoint=tcp://127.0.0.1:{sub_port}",
-                     f"--kv_events_topic={TOPIC}",
-                     f"--kv_events_replay_endpoint=tcp://127.0.0.1:{replay_port}",
-                     "--debug_kv_blocks"]
-        self.starts = 0
-        self.proc = None
-        self.http = None
-        self.num_blocks = 0
-
-    def start(self):
-        self.starts += 1
-        with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=log)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            text = self.log()
-            serving = re.findall(r"and [\d.]+:(\d+) \(HTTP\).*?(\d+) KV blocks of", text)
-            if len(serving) >= self.starts:
-                self.http = f"http://127.0.0.1:{serving[-1][0]}"
-                self.num_blocks = int(serving[-1][1])
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"loomd exited at start:\n{text}")
-            time.sleep(0.05)
-        raise RuntimeError(f"loomd did not start:\n{self.log()}")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(120)
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
+        super().__init__(ARGS.loomd, [
+            "--threads=1", "--access_log=false", "--max_model_len=512",
+            f"--block_size={BLOCK_SIZE}", f"--kv_cache_bytes={kv_cache_bytes}",
+            f"--kv_events_endpoint=tcp://127.0.0.1:{sub_port}", f"--kv_events_topic={TOPIC}",
+            f"--kv_events_replay_endpoint=tcp://127.0.0.1:{replay_port}", "--debug_kv_blocks"],
+            log_dir)
 
     def get(self, path):
         with urllib.request.urlopen(self.http + path, timeout=60) as r:
@@ -267,9 +236,7 @@ class KvEventsTest(unittest.TestCase):
                          for _ in range(6)]
 
     def tearDown(self):
-        if self.server.proc and self.server.proc.poll() is None:
-            self.server.proc.kill()
-            self.server.proc.wait()
+        self.server.kill()
         self.follower.stopping.set()
         self.follower.join(10)
         self.follower.sub.close()
