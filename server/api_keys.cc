@@ -2,7 +2,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -116,17 +115,6 @@ std::vector<std::string> ApiKeySet::Tenants() const {
   return tenants;
 }
 
-absl::StatusOr<ApiKeyStore::Stamp> ApiKeyStore::StampOf(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
-  }
-  return Stamp{.size = static_cast<int64_t>(st.st_size),
-               .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                           static_cast<int64_t>(st.st_mtim.tv_nsec),
-               .inode = static_cast<uint64_t>(st.st_ino)};
-}
-
 namespace {
 
 absl::StatusOr<ApiKeySet> ReadKeys(const std::string& path) {
@@ -147,9 +135,10 @@ absl::StatusOr<ApiKeySet> ReadKeys(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ApiKeyStore>> ApiKeyStore::Load(std::string path) {
-  absl::StatusOr<Stamp> stamp = StampOf(path);
-  if (!stamp.ok()) {
-    return absl::NotFoundError(absl::StrCat("--api_keys_file: ", stamp.status().message()));
+  std::optional<FileStamp> stamp = StampOf(path);
+  if (!stamp.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("--api_keys_file: cannot stat ", path, ": ", std::strerror(errno)));
   }
   absl::StatusOr<ApiKeySet> keys = ReadKeys(path);
   if (!keys.ok()) {
@@ -159,7 +148,7 @@ absl::StatusOr<std::unique_ptr<ApiKeyStore>> ApiKeyStore::Load(std::string path)
       std::move(path), std::make_shared<const ApiKeySet>(*std::move(keys)), *stamp));
 }
 
-ApiKeyStore::ApiKeyStore(std::string path, std::shared_ptr<const ApiKeySet> keys, Stamp stamp)
+ApiKeyStore::ApiKeyStore(std::string path, std::shared_ptr<const ApiKeySet> keys, FileStamp stamp)
     : path_(std::move(path)), keys_(std::move(keys)), stamp_(stamp) {}
 
 std::shared_ptr<const ApiKeySet> ApiKeyStore::keys() const {
@@ -187,9 +176,9 @@ absl::StatusOr<Caller> ApiKeyStore::Authenticate(std::string_view authorization)
 }
 
 absl::StatusOr<bool> ApiKeyStore::Reload(bool force) {
-  absl::StatusOr<Stamp> stamp = StampOf(path_);
-  if (!stamp.ok()) {
-    return stamp.status();
+  std::optional<FileStamp> stamp = StampOf(path_);
+  if (!stamp.has_value()) {
+    return absl::NotFoundError(absl::StrCat("cannot stat ", path_, ": ", std::strerror(errno)));
   }
   {
     MutexLock lock(mu_);

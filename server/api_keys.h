@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/mutex.h"
+#include "server/file_stamp.h"
 
 namespace loom {
 
@@ -86,19 +87,12 @@ class ApiKeyStore {
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
-  struct Stamp {
-    int64_t size = -1;
-    int64_t mtime_ns = -1;
-    uint64_t inode = 0;
-    friend bool operator==(const Stamp&, const Stamp&) = default;
-  };
-  ApiKeyStore(std::string path, std::shared_ptr<const ApiKeySet> keys, Stamp stamp);
-  static absl::StatusOr<Stamp> StampOf(const std::string& path);
+  ApiKeyStore(std::string path, std::shared_ptr<const ApiKeySet> keys, FileStamp stamp);
 
   const std::string path_;
   mutable Mutex mu_;
   std::shared_ptr<const ApiKeySet> keys_ ABSL_GUARDED_BY(mu_);
-  Stamp stamp_ ABSL_GUARDED_BY(mu_);
+  FileStamp stamp_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace loom

@@ -123,6 +123,10 @@ GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
   options.keepalive_permit_without_calls = config.grpc_keepalive_permit_without_calls;
   options.max_concurrent_streams = config.grpc_max_concurrent_streams;
   options.reflection = config.reflection == "open";
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
+  options.tls_client_ca_file = config.tls_client_ca_file;
+  options.health_port = config.health_port == 0 ? -1 : config.health_port;
   return options;
 }
 
@@ -193,7 +197,7 @@ void ReloadApiKeys(ApiKeyStore& keys, bool force) {
 
 bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine,
                             absl::Duration stall_timeout, GrpcServer& grpc_server,
-                            ApiKeyStore* api_keys) {
+                            HttpServer& http_server, ApiKeyStore* api_keys) {
   bool serving = true;
   int64_t hangups = watcher.hangups();
   while (!watcher.WaitForSignal(kHealthPollInterval)) {
@@ -204,6 +208,13 @@ bool WaitForSignalOrFailure(SignalWatcher& watcher, const Engine& engine,
       const int64_t now = watcher.hangups();
       ReloadApiKeys(*api_keys, now != hangups);
       hangups = now;
+    }
+    // gRPC watches its own TLS files (GrpcServerOptions::tls_refresh).
+    if (absl::StatusOr<bool> tls = http_server.ReloadTlsIfChanged(); !tls.ok()) {
+      LogLine(absl::StrCat("cannot reload the HTTP port's TLS files, keeping the previous ones: ",
+                           tls.status().message()));
+    } else if (*tls) {
+      LogLine("reloaded the HTTP port's TLS certificate");
     }
     const bool live = !engine.Stalled(stall_timeout);
     if (live == serving) {
@@ -279,6 +290,9 @@ HttpServerOptions MakeHttpServerOptions(const ServerConfig& config) {
   options.header_timeout = config.http_header_timeout;
   options.body_timeout = config.http_body_timeout;
   options.max_body_bytes = config.http_max_body_bytes;
+  options.tls_cert_file = config.tls_cert_file;
+  options.tls_key_file = config.tls_key_file;
+  options.tls_client_ca_file = config.tls_client_ca_file;
   return options;
 }
 
@@ -441,6 +455,14 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
     LogLine(grpc_server.status().ToString());
     return 1;
   }
+  if (!config.tls_cert_file.empty()) {
+    LogLine(absl::StrCat(
+        "TLS on both ports",
+        config.tls_client_ca_file.empty() ? "" : " with client certificates (mTLS)",
+        (*grpc_server)->health_port() > 0 ? absl::StrCat("; plaintext gRPC health on ", config.host,
+                                                         ":", (*grpc_server)->health_port())
+                                          : ""));
+  }
   (*grpc_server)->SetServing(true);
   ready.store(true);
   LogLine(absl::StrCat("serving ", served_name, " on ", config.host, ":", (*grpc_server)->port(),
@@ -450,8 +472,8 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
                        " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
                        absl::FormatDuration(absl::Now() - start)));
 
-  const bool signalled =
-      WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout, **grpc_server, api_keys);
+  const bool signalled = WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout,
+                                                **grpc_server, **http, api_keys);
   // Refuse new calls before health says so: a client that sees NOT_SERVING
   // (or a 503 from /readyz) must also see UNAVAILABLE.
   service.StopAccepting();

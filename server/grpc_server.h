@@ -31,6 +31,18 @@ struct GrpcServerOptions {
   int32_t max_concurrent_streams = 1024;
   // Serve gRPC server reflection (grpcurl without .proto files).
   bool reflection = true;
+  // TLS (all PEM files; empty cert_file = plaintext). The files are watched
+  // and re-read every tls_refresh, so that a rotated certificate (cert-manager)
+  // serves new handshakes; client_ca_file turns on mTLS: a client must show a
+  // certificate that CA signed.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  absl::Duration tls_refresh = absl::Seconds(5);
+  // With TLS: a plaintext listener on this port (on the same host) serving
+  // gRPC health alone, for kubelet probes, which cannot speak TLS. -1 = none,
+  // 0 picks a free port.
+  int32_t health_port = -1;
 };
 
 class GrpcServer {
@@ -46,6 +58,8 @@ class GrpcServer {
   GrpcServer& operator=(const GrpcServer&) = delete;
 
   int port() const { return port_; }
+  // The health-only listener's port; 0 when there is none.
+  int health_port() const { return health_port_; }
 
   // Health of "" and loom.v1.GenerationService, seen by Check and Watch.
   void SetServing(bool serving);
@@ -55,11 +69,17 @@ class GrpcServer {
   void Shutdown(absl::Time deadline);
 
  private:
-  GrpcServer(std::unique_ptr<grpc::Server> server, int port)
-      : server_(std::move(server)), port_(port) {}
+  GrpcServer(std::unique_ptr<grpc::Server> server, int port,
+             std::unique_ptr<grpc::Server> health_server, int health_port)
+      : server_(std::move(server)),
+        port_(port),
+        health_server_(std::move(health_server)),
+        health_port_(health_port) {}
 
   std::unique_ptr<grpc::Server> server_;
   int port_;
+  std::unique_ptr<grpc::Server> health_server_;  // null without one
+  int health_port_;
   bool shut_down_ = false;
 };
 

@@ -27,6 +27,26 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
 
+void Session::Start() {
+  server_.Register(id_, weak_from_this());
+  if (!socket_.tls()) {
+    ReadHead();
+    return;
+  }
+  // The handshake shares the head's deadline.
+  ArmTimer(server_.options().header_timeout);
+  socket_.async_handshake([self = shared_from_this()](const error_code& ec) {
+    if (self->phase_ == Phase::kClosed) {
+      return;
+    }
+    if (ec) {
+      self->Close();  // not TLS, no client certificate under mTLS, or a bad one
+      return;
+    }
+    self->ReadHead();
+  });
+}
+
 void Session::ArmTimer(absl::Duration timeout) {
   const uint64_t generation = ++timer_generation_;
   timer_.expires_after(absl::ToChronoNanoseconds(timeout));
@@ -333,14 +353,14 @@ void Session::MaybeFinishExchange() {
   on_close_ = nullptr;
   if (!keep_alive_ || server_.stopping()) {
     error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    socket_.lowest_layer().shutdown(tcp::socket::shutdown_send, ignored);
     Close();
     return;
   }
   phase_ = Phase::kFinishing;
   if (watching_) {
     error_code ignored;
-    socket_.cancel(ignored);  // OnWatch then reads the next request
+    socket_.lowest_layer().cancel(ignored);  // OnWatch then reads the next request
     return;
   }
   ReadHead();
@@ -354,7 +374,7 @@ void Session::Close() {
   phase_ = Phase::kClosed;
   CancelTimer();
   error_code ignored;
-  socket_.close(ignored);
+  socket_.lowest_layer().close(ignored);
   std::function<void()> on_close = std::move(on_close_);
   on_close_ = nullptr;
   queue_.clear();

@@ -26,9 +26,11 @@
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/ssl.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http.hpp"
+#include "server/file_stamp.h"
 #include "server/http_server.h"
 
 namespace loom {
@@ -62,6 +64,49 @@ class PostGate {
   bool open_ ABSL_GUARDED_BY(mu_) = true;
 };
 
+// A connection's byte stream: the TCP socket itself, or TLS over it. It keeps
+// the TLS context it was made with alive, so a reload that replaces the
+// server's context leaves open connections alone.
+class SessionStream {
+ public:
+  using executor_type = tcp::socket::executor_type;
+
+  explicit SessionStream(tcp::socket socket) : plain_(std::move(socket)) {}
+  SessionStream(tcp::socket socket, std::shared_ptr<net::ssl::context> tls)
+      : tls_context_(std::move(tls)), tls_(std::in_place, std::move(socket), *tls_context_) {}
+
+  executor_type get_executor() { return lowest_layer().get_executor(); }
+  tcp::socket& lowest_layer() { return tls_ ? tls_->next_layer() : *plain_; }
+  bool tls() const { return tls_.has_value(); }
+
+  template <typename Buffers, typename Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else {
+      plain_->async_read_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  template <typename Buffers, typename Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_write_some(buffers, std::forward<Handler>(handler));
+    } else {
+      plain_->async_write_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+  // TLS only: the server side of the handshake.
+  template <typename Handler>
+  void async_handshake(Handler&& handler) {
+    tls_->async_handshake(net::ssl::stream_base::server, std::forward<Handler>(handler));
+  }
+
+ private:
+  std::shared_ptr<net::ssl::context> tls_context_;
+  std::optional<net::ssl::stream<tcp::socket>> tls_;
+  std::optional<tcp::socket> plain_;
+};
+
 class Session;
 
 class HttpServer::Impl {
@@ -89,6 +134,9 @@ class HttpServer::Impl {
 
   const HttpServerOptions& options() const { return options_; }
   const std::shared_ptr<PostGate>& gate() const { return gate_; }
+
+  // Loads the TLS files into a new context when they changed (or at first).
+  absl::StatusOr<bool> ReloadTls(bool force);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
  private:
@@ -97,6 +145,10 @@ class HttpServer::Impl {
 
   const HttpServerOptions options_;
   const HttpRecorder recorder_;
+  // The TLS context new connections take; null without TLS.
+  Mutex tls_mu_;
+  std::shared_ptr<net::ssl::context> tls_ ABSL_GUARDED_BY(tls_mu_);
+  std::vector<std::optional<FileStamp>> tls_stamps_ ABSL_GUARDED_BY(tls_mu_);
   std::map<std::string, std::vector<Route>, std::less<>> routes_;
   // Sessions unregister from their destructors, which run while io_ is
   // destroyed: the registry is declared before io_ so that it outlives it.
@@ -149,20 +201,17 @@ class SessionExchange final : public HttpExchange {
 // that goes away is noticed at once, not at the next write.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(HttpServer::Impl& server, tcp::socket socket, uint64_t id)
+  Session(HttpServer::Impl& server, SessionStream stream, uint64_t id)
       : server_(server),
         id_(id),
-        socket_(std::move(socket)),
+        socket_(std::move(stream)),
         timer_(socket_.get_executor()),
         buffer_(static_cast<size_t>(server.options().max_header_bytes) + 4096) {}
   ~Session() { server_.Unregister(id_); }
 
   net::any_io_executor executor() { return socket_.get_executor(); }
 
-  void Start() {
-    server_.Register(id_, weak_from_this());
-    ReadHead();
-  }
+  void Start();
   // Posted by Stop: idle connections close now, busy ones after their response.
   void OnServerStop() {
     keep_alive_ = false;
@@ -209,7 +258,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   HttpServer::Impl& server_;
   const uint64_t id_;
-  tcp::socket socket_;
+  SessionStream socket_;
   net::steady_timer timer_;
   uint64_t timer_generation_ = 0;
   boost::beast::flat_buffer buffer_;

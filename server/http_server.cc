@@ -53,8 +53,69 @@ HttpServer::Impl::Impl(const HttpServerOptions& options, std::vector<Route> rout
   accept_retry_.emplace(acceptor_->get_executor());
 }
 
+namespace {
+
+// A TLS server context from the PEM files; the error names the flag.
+absl::StatusOr<std::shared_ptr<net::ssl::context>> MakeTlsContext(
+    const HttpServerOptions& options) {
+  auto context = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
+  context->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                       net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                       net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+  error_code ec;
+  context->use_certificate_chain_file(options.tls_cert_file, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_cert_file=", options.tls_cert_file, ": ", ec.message()));
+  }
+  context->use_private_key_file(options.tls_key_file, net::ssl::context::pem, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_key_file=", options.tls_key_file, ": ", ec.message()));
+  }
+  if (!options.tls_client_ca_file.empty()) {
+    context->load_verify_file(options.tls_client_ca_file, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_client_ca_file=", options.tls_client_ca_file, ": ", ec.message()));
+    }
+    context->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
+  }
+  return context;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> HttpServer::Impl::ReloadTls(bool force) {
+  if (options_.tls_cert_file.empty()) {
+    return false;
+  }
+  std::vector<std::optional<FileStamp>> stamps;
+  for (const std::string* path :
+       {&options_.tls_cert_file, &options_.tls_key_file, &options_.tls_client_ca_file}) {
+    stamps.push_back(path->empty() ? std::nullopt : StampOf(*path));
+  }
+  {
+    MutexLock lock(tls_mu_);
+    if (!force && stamps == tls_stamps_) {
+      return false;
+    }
+    tls_stamps_ = stamps;  // a bad file is reported once, not at every look
+  }
+  absl::StatusOr<std::shared_ptr<net::ssl::context>> context = MakeTlsContext(options_);
+  if (!context.ok()) {
+    return context.status();
+  }
+  MutexLock lock(tls_mu_);
+  tls_ = *std::move(context);
+  return true;
+}
+
 absl::Status HttpServer::Impl::Listen() {
   const std::string where = absl::StrCat(options_.host, ":", options_.port);
+  if (absl::StatusOr<bool> tls = ReloadTls(true); !tls.ok()) {
+    return tls.status();
+  }
   error_code ec;
   tcp::resolver resolver(*io_);
   const auto endpoints =
@@ -117,7 +178,15 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
     open_.fetch_add(1, std::memory_order_acq_rel);
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    auto session = std::make_shared<Session>(*this, std::move(socket), next_id_++);
+    std::shared_ptr<net::ssl::context> tls;
+    {
+      MutexLock lock(tls_mu_);
+      tls = tls_;
+    }
+    auto session = std::make_shared<Session>(
+        *this,
+        tls ? SessionStream(std::move(socket), std::move(tls)) : SessionStream(std::move(socket)),
+        next_id_++);
     net::post(session->executor(), [session] { session->Start(); });
   }
   Accept();
@@ -227,6 +296,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 HttpServer::~HttpServer() { Stop(absl::Now()); }
 
 int HttpServer::port() const { return impl_->port(); }
+
+absl::StatusOr<bool> HttpServer::ReloadTlsIfChanged() { return impl_->ReloadTls(false); }
 
 int64_t HttpServer::open_connections() const { return impl_->open_connections(); }
 

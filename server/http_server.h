@@ -38,6 +38,11 @@ struct HttpServerOptions {
   absl::Duration write_timeout = absl::Seconds(60);
   int64_t max_header_bytes = 16 << 10;
   int64_t max_body_bytes = int64_t{8} << 20;
+  // TLS (PEM files; empty cert_file = plaintext). client_ca_file turns on
+  // mTLS: a client without a certificate that CA signed fails the handshake.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
 };
 
 struct HttpRequest {
@@ -104,6 +109,11 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const;  // the bound port, also when options.port was 0
+  // With TLS: re-reads the certificate, key and CA when one of the files
+  // changed, so that new connections handshake with the new certificate
+  // (connections already open keep theirs). A file that fails to load keeps
+  // the one in force, and the error comes back. True when new files took effect.
+  absl::StatusOr<bool> ReloadTlsIfChanged();
   int64_t open_connections() const;
 
   // Stops accepting and closes idle connections; connections with a response

@@ -107,6 +107,13 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "when the file changes. Empty: no auth.");
 ABSL_FLAG(bool, metrics_require_auth, false, "GET /metrics needs an API key too.");
 ABSL_FLAG(std::string, reflection, "open", "gRPC server reflection: open or off.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "TLS certificate chain (PEM) for both ports; re-read when it changes.");
+ABSL_FLAG(std::string, tls_key_file, "", "TLS private key (PEM) for --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "Require client certificates signed by this CA (PEM): mutual TLS.");
+ABSL_FLAG(int32_t, health_port, 0,
+          "With TLS: serve gRPC health alone on this plaintext port, for kubelet probes.");
 ABSL_FLAG(bool, debug_kv_blocks, false,
           "Serve GET /debug/kv_blocks on the HTTP port: the prefix index's block hashes.");
 
@@ -142,6 +149,10 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
   config.metrics_require_auth = absl::GetFlag(FLAGS_metrics_require_auth);
   config.reflection = absl::GetFlag(FLAGS_reflection);
+  config.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  config.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  config.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  config.health_port = absl::GetFlag(FLAGS_health_port);
   config.http_threads = absl::GetFlag(FLAGS_http_threads);
   config.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
   config.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);

@@ -177,6 +177,24 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   LOOM_RETURN_IF_ERROR(ValidateKvEvents(c));
   LOOM_RETURN_IF_ERROR(CheckOneOf("reflection", c.reflection, {"open", "off"}));
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("tls_cert_file and tls_key_file go together");
+  }
+  if (c.tls_cert_file.empty() && !c.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls_client_ca_file needs --tls_cert_file and --tls_key_file");
+  }
+  if (c.health_port != 0) {
+    if (c.tls_cert_file.empty()) {
+      return absl::InvalidArgumentError(
+          "health_port needs --tls_cert_file: without TLS, probes use --port");
+    }
+    if (c.health_port < 1 || c.health_port > 65535 || c.health_port == c.port ||
+        c.health_port == c.http_port) {
+      return Invalid("health_port", "in [1, 65535] and apart from --port and --http_port",
+                     absl::StrCat(c.health_port));
+    }
+  }
   if (c.metrics_require_auth && c.api_keys_file.empty()) {
     return absl::InvalidArgumentError("metrics_require_auth needs --api_keys_file");
   }

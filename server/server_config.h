@@ -74,6 +74,13 @@ struct ServerConfig {
   std::string api_keys_file;
   bool metrics_require_auth = false;  // /metrics needs a key too
   std::string reflection = "open";    // gRPC server reflection: open or off
+  // TLS on both ports (PEM files; empty = plaintext); a client CA = mTLS.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // With TLS: gRPC health alone on this plaintext port, for kubelet probes
+  // (0 = none).
+  int32_t health_port = 0;
 };
 
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.
