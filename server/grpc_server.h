@@ -35,9 +35,9 @@ struct GrpcServerOptions {
   // and re-read every tls_refresh, so that a rotated certificate (cert-manager)
   // serves new handshakes; client_ca_file turns on mTLS: a client must show a
   // certificate that CA signed.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_client_ca_file;
+  std::string tls_cert_file = {};
+  std::string tls_key_file = {};
+  std::string tls_client_ca_file = {};
   absl::Duration tls_refresh = absl::Seconds(5);
   // With TLS: a plaintext listener on this port (on the same host) serving
   // gRPC health alone, for kubelet probes, which cannot speak TLS. -1 = none,

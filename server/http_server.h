@@ -40,9 +40,9 @@ struct HttpServerOptions {
   int64_t max_body_bytes = int64_t{8} << 20;
   // TLS (PEM files; empty cert_file = plaintext). client_ca_file turns on
   // mTLS: a client without a certificate that CA signed fails the handshake.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_client_ca_file;
+  std::string tls_cert_file = {};
+  std::string tls_key_file = {};
+  std::string tls_client_ca_file = {};
 };
 
 struct HttpRequest {
