@@ -2,8 +2,11 @@
 """Renders every overlay of deploy/k8s and validates each object offline:
 built-in kinds against the Kubernetes JSON schemas of a pinned version
 (PyPI kubernetes-validate, strict: unknown fields are errors), and the CRD
-kinds the schemas do not know (ServiceMonitor, PrometheusRule, ScaledObject)
-against the small schemas below, which hold the fields these manifests use.
+kinds the schemas do not know (ServiceMonitor, PrometheusRule, ScaledObject,
+and InferencePool, Gateway and HTTPRoute from inference_gateway.py) against
+small schemas of the fields these manifests use. An overlay with an
+InferencePool also gets inference_gateway.check: its EPP configuration and
+the names its pieces use for each other.
 Rendering uses `kubectl kustomize` where kubectl 1.21+ exists and then checks
 that deploy/tools/kustomize_lite.py renders the same objects; without kubectl
 it uses kustomize_lite alone. The PrometheusRule must carry exactly the
@@ -23,10 +26,11 @@ import kubernetes_validate
 import yaml
 
 import contract
+import inference_gateway
 import kustomize_lite
 
 KUBERNETES_VERSION = "1.32.0"
-OVERLAYS = ["gpu", "cpu", "gpu-keda"]
+OVERLAYS = contract.OVERLAYS
 
 _STRING = {"type": "string"}
 _LABELS = {"type": "object", "additionalProperties": _STRING}
@@ -84,9 +88,19 @@ CRD_SCHEMAS = {
             }}},
     },
 }
+CRD_SCHEMAS.update({key: {"type": "object", "required": ["spec"], "properties": {"spec": spec}}
+                    for key, spec in inference_gateway.CRD_SPECS.items()})
 for _schema in CRD_SCHEMAS.values():
     _schema["properties"]["metadata"] = _METADATA
     _schema["required"].append("metadata")
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (flag files, the EPP config) as literal blocks."""
+
+
+_BlockDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
 
 
 def kubectl_with_kustomize():
@@ -160,12 +174,14 @@ def main():
         for obj in objects:
             problems += [f"{overlay}: {p}" for p in validate(obj)]
         problems += [f"{overlay}: {p}" for p in check_rules_copy(objects)]
+        if any(obj.get("kind") == "InferencePool" for obj in objects):
+            problems += [f"{overlay}: {p}" for p in inference_gateway.check(objects)]
         count += len(objects)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             with open(args.out / f"{overlay}.yaml", "w", encoding="utf-8") as stream:
                 stream.write("---\n")
-                yaml.safe_dump_all(objects, stream, sort_keys=False, width=88)
+                yaml.dump_all(objects, stream, Dumper=_BlockDumper, sort_keys=False, width=88)
     for problem in problems:
         print(problem)
     renderer = "kubectl kustomize + kustomize_lite" if kubectl_with_kustomize() else "kustomize_lite"

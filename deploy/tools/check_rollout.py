@@ -9,7 +9,8 @@ starts, serves and drains:
       for the model to load (at least MIN_STARTUP_SECONDS)
   readinessProbe: the same gRPC check, noticing NOT_SERVING within --drain_timeout
   livenessProbe: HTTP GET /healthz on --http_port
-  container ports and Service target ports: --port (grpc) and --http_port (http)
+  container ports and the target ports of the Services that select loomd's
+      pods: --port (grpc) and --http_port (http)
 
 --drain_timeout, --port and --http_port come from the ConfigMap flagfiles the
 container reads (--flagfile) or else from loomd's defaults (server/main.cc's
@@ -55,12 +56,21 @@ def _flagfile_values(args, pod, objects):
     return values
 
 
+def loomd_deployment(objects):
+    """The Deployment whose first container is loomd."""
+    return next(obj for obj in objects if obj["kind"] == "Deployment"
+                and obj["spec"]["template"]["spec"]["containers"][0]["name"] == "loomd")
+
+
+def loomd_flags(objects, deployment=None):
+    """The flags loomd's arguments and flagfiles set (defaults not included)."""
+    pod = (deployment or loomd_deployment(objects))["spec"]["template"]["spec"]
+    return _flagfile_values(pod["containers"][0].get("args", []), pod, objects)
+
+
 def effective_flags(objects, defaults):
-    deployment = next(obj for obj in objects if obj["kind"] == "Deployment")
-    pod = deployment["spec"]["template"]["spec"]
-    container = pod["containers"][0]
     values = dict(defaults)
-    values.update(_flagfile_values(container.get("args", []), pod, objects))
+    values.update(loomd_flags(objects))
     return {
         "drain_timeout": contract.parse_duration(values["drain_timeout"]),
         "port": int(values["port"]),
@@ -77,6 +87,11 @@ def _port_number(port, container):
     return None
 
 
+def _selects(service, labels):
+    selector = service["spec"].get("selector", {})
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
 def _probe_window(probe):
     return probe.get("initialDelaySeconds", 0) + probe.get("periodSeconds", 10) * probe.get(
         "failureThreshold", 3)
@@ -86,9 +101,10 @@ def check(objects, defaults):
     """Problems of one rendered overlay, given loomd's flag defaults."""
     problems = []
     flags = effective_flags(objects, defaults)
-    deployment = next(obj for obj in objects if obj["kind"] == "Deployment")
+    deployment = loomd_deployment(objects)
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
+    pod_labels = deployment["spec"]["template"]["metadata"].get("labels", {})
 
     grace = pod.get("terminationGracePeriodSeconds", 30)
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
@@ -134,7 +150,8 @@ def check(objects, defaults):
             problems.append(f"livenessProbe port {liveness.get('port')} is not "
                             f"--http_port {flags['http_port']}")
 
-    for service in (obj for obj in objects if obj["kind"] == "Service"):
+    services = [obj for obj in objects if obj["kind"] == "Service" and _selects(obj, pod_labels)]
+    for service in services:
         for port in service["spec"]["ports"]:
             target = _port_number(port.get("targetPort", port["port"]), container)
             expected = {"grpc": flags["port"], "http": flags["http_port"]}.get(port.get("name"))
@@ -163,7 +180,7 @@ def loomd_defaults():
 def main():
     defaults, sources = loomd_defaults()
     problems = []
-    for overlay in ("gpu", "cpu", "gpu-keda"):
+    for overlay in contract.OVERLAYS:
         objects = kustomize_lite.build(contract.REPO / "deploy" / "k8s" / "overlays" / overlay)
         problems += [f"{overlay}: {p}" for p in check(objects, defaults)]
     for problem in problems:

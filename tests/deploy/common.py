@@ -6,7 +6,10 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "deploy" / "tools"))
 
-import kustomize_lite  # noqa: E402  (needs the path above)
+import contract  # noqa: E402  (needs the path above)
+import kustomize_lite  # noqa: E402
+
+OVERLAYS = contract.OVERLAYS
 
 
 def overlay(name):

@@ -45,7 +45,7 @@ class MergeTest(unittest.TestCase):
 
     @unittest.skipUnless(check_manifests.kubectl_with_kustomize(), "no kubectl 1.21+ installed")
     def test_overlays_render_like_kubectl(self):
-        for name in ("gpu", "cpu", "gpu-keda"):
+        for name in common.OVERLAYS:
             with self.subTest(overlay=name):
                 path = common.REPO / "deploy" / "k8s" / "overlays" / name
                 out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True,

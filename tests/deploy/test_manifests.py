@@ -7,7 +7,7 @@ import check_manifests
 
 class ValidateTest(unittest.TestCase):
     def test_every_rendered_object_is_valid(self):
-        for name in ("gpu", "cpu", "gpu-keda"):
+        for name in common.OVERLAYS:
             for obj in common.overlay(name):
                 with self.subTest(overlay=name, kind=obj["kind"]):
                     self.assertEqual(check_manifests.validate(obj), [])

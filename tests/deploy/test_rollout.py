@@ -12,7 +12,7 @@ DEFAULTS = {"drain_timeout": "30s", "port": "50051", "http_port": "8080"}
 class RolloutTest(unittest.TestCase):
     def test_every_overlay_agrees_with_loomd_defaults(self):
         defaults, _ = check_rollout.loomd_defaults()
-        for name in ("gpu", "cpu", "gpu-keda"):
+        for name in common.OVERLAYS:
             with self.subTest(overlay=name):
                 self.assertEqual(check_rollout.check(common.overlay(name), defaults), [])
 
