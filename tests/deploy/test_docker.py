@@ -1,5 +1,6 @@
 """The Dockerfiles install the package list the way scripts/setup does and
 build a preset scripts/test builds; changing either side is noticed."""
+import os
 import unittest
 
 import common
@@ -42,11 +43,37 @@ class DockerTest(unittest.TestCase):
 
     def test_runtime_matches_builder_and_drops_root(self):
         text = read("deploy/docker/Dockerfile")
-        self.assertEqual(len(self.check("cuda", text.replace("-runtime-", "-base-"))), 1)
+        self.assertEqual(len(self.check("cuda", text.replace("${DEBIAN}-slim", "${DEBIAN}"))), 1)
         self.assertEqual(len(self.check("cuda", text.replace("USER 10001:10001", "USER root"))),
                          1)
         self.assertEqual(len(self.check("cuda", text.replace('"loom", "health"', '"true"'))), 1)
 
+    def test_cuda_packages_and_msgpack_headers(self):
+        text = read("deploy/docker/Dockerfile")
+        self.assertEqual(len(self.check("cuda", text.replace(
+            " libcublas-${CUDA_PKG} ", " "))), 1)
+        self.assertEqual(len(self.check("cuda", text.replace(
+            "libcublas-dev-${CUDA_PKG}", "libcublas-dev-${CUDA_PKG} cuda-toolkit-${CUDA_PKG}"))), 1)
+        cpu = read("deploy/docker/Dockerfile.cpu")
+        self.assertEqual(len(self.check("cpu", cpu.replace(" && /tmp/install_msgpack_cxx /usr/local",
+                                                           ""))), 1)
+        moved = cpu.replace(" && /tmp/install_msgpack_cxx /usr/local \\\n", "").replace(
+            "rm -rf /var/lib/apt/lists/*", "rm -rf /var/lib/apt/lists/* && /tmp/install_msgpack_cxx")
+        self.assertEqual(len(self.check("cpu", moved)), 1)
+
+    @unittest.skipUnless(os.environ.get("LOOMD"), "no built loomd ($LOOMD)")
+    def test_runtime_libraries_include_zeromq_and_openssl(self):
+        problems, copied = check_docker.check_libs(os.environ["LOOMD"])
+        self.assertEqual(problems, [])
+        self.assertTrue(any(name.startswith("libzmq.so") for name in copied), copied)
+        self.assertFalse(any(name.startswith(("libc.so", "libcuda", "libcublas"))
+                             for name in copied), copied)
+        saved = check_docker.REQUIRED_LIBS
+        check_docker.REQUIRED_LIBS = saved + ["libnot-linked.so"]
+        try:
+            self.assertEqual(len(check_docker.check_libs(os.environ["LOOMD"])[0]), 1)
+        finally:
+            check_docker.REQUIRED_LIBS = saved
 
 if __name__ == "__main__":
     unittest.main()
