@@ -33,6 +33,7 @@
 #include "server/metrics.h"
 #include "server/openai_http.h"
 #include "server/request_validator.h"
+#include "server/tenant_limiter.h"
 #include "tokenizer/tokenizer_detokenizer.h"
 
 #ifndef LOOM_VERSION
@@ -357,7 +358,11 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
   const std::string served_name = ServedName(config, model);
   LoadedModelFrontend frontend(model, DescribeModel(model, geometry, engine.max_model_len(),
                                                     served_name, config.enable_prefix_caching));
-  EngineBackend backend(engine);
+  EngineBackend engine_backend(engine);
+  TenantLimitedBackend backend(engine_backend,
+                               {.max_concurrent = config.tenant_max_concurrent_requests,
+                                .max_waiting = TenantMaxWaiting(config)},
+                               &metrics);
   GenerationService service(
       frontend, backend,
       [&metrics](std::string_view method, absl::StatusCode code) {

@@ -107,6 +107,11 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "when the file changes. Empty: no auth.");
 ABSL_FLAG(bool, metrics_require_auth, false, "GET /metrics needs an API key too.");
 ABSL_FLAG(std::string, reflection, "open", "gRPC server reflection: open or off.");
+ABSL_FLAG(int32_t, tenant_max_concurrent_requests, 0,
+          "Requests one tenant (of --api_keys_file) may have in flight; more get "
+          "RESOURCE_EXHAUSTED / 429. 0: no cap.");
+ABSL_FLAG(double, tenant_max_queue_share, 1.0,
+          "Share of --max_queued_requests one tenant's waiting requests may take, in (0, 1].");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "TLS certificate chain (PEM) for both ports; re-read when it changes.");
 ABSL_FLAG(std::string, tls_key_file, "", "TLS private key (PEM) for --tls_cert_file.");
@@ -148,6 +153,8 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.debug_kv_blocks = absl::GetFlag(FLAGS_debug_kv_blocks);
   config.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
   config.metrics_require_auth = absl::GetFlag(FLAGS_metrics_require_auth);
+  config.tenant_max_concurrent_requests = absl::GetFlag(FLAGS_tenant_max_concurrent_requests);
+  config.tenant_max_queue_share = absl::GetFlag(FLAGS_tenant_max_queue_share);
   config.reflection = absl::GetFlag(FLAGS_reflection);
   config.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   config.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);

@@ -25,6 +25,7 @@ absl::StatusOr<RequestParams> RequestIntake::Prepare(const v1::GenerateRequest& 
     return params;
   }
   params->cache_salt = DeriveCacheSalt(caller, params->cache_salt);
+  params->tenant = caller.tenant;
   return params;
 }
 

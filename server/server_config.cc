@@ -117,6 +117,13 @@ absl::Status ValidateLimits(const ServerConfig& c) {
 
 }  // namespace
 
+int32_t TenantMaxWaiting(const ServerConfig& c) {
+  if (c.tenant_max_queue_share >= 1) {
+    return 0;
+  }
+  return std::max(1, static_cast<int32_t>(c.tenant_max_queue_share * c.max_queued_requests));
+}
+
 absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.model.empty()) {
     return absl::InvalidArgumentError("model must be a path; got \"\"");
@@ -197,6 +204,19 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.metrics_require_auth && c.api_keys_file.empty()) {
     return absl::InvalidArgumentError("metrics_require_auth needs --api_keys_file");
+  }
+  if (c.tenant_max_concurrent_requests < 0) {
+    return Invalid("tenant_max_concurrent_requests", ">= 0 (0 = no cap)",
+                   absl::StrCat(c.tenant_max_concurrent_requests));
+  }
+  if (!(c.tenant_max_queue_share > 0 && c.tenant_max_queue_share <= 1)) {
+    return Invalid("tenant_max_queue_share", "in (0, 1]", absl::StrCat(c.tenant_max_queue_share));
+  }
+  if ((c.tenant_max_concurrent_requests != 0 || c.tenant_max_queue_share != 1) &&
+      c.api_keys_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tenant_max_concurrent_requests and tenant_max_queue_share need --api_keys_file with "
+        "tenants");
   }
   return ValidateLimits(c);
 }

@@ -74,6 +74,11 @@ struct ServerConfig {
   std::string api_keys_file;
   bool metrics_require_auth = false;  // /metrics needs a key too
   std::string reflection = "open";    // gRPC server reflection: open or off
+  // Per-tenant admission (server/tenant_limiter.h), for keys that name a
+  // tenant: requests in flight at most (0 = no cap), and the share of
+  // --max_queued_requests one tenant's waiting requests may take (1 = all).
+  int32_t tenant_max_concurrent_requests = 0;
+  double tenant_max_queue_share = 1.0;
   // TLS on both ports (PEM files; empty = plaintext); a client CA = mTLS.
   std::string tls_cert_file;
   std::string tls_key_file;
@@ -86,6 +91,10 @@ struct ServerConfig {
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.
 // "block_size must be a power of two between 8 and 256; got 7".
 absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// The most waiting requests one tenant may have under
+// --tenant_max_queue_share (0: no cap).
+int32_t TenantMaxWaiting(const ServerConfig& config);
 
 // The per-step token budget when --max_num_batched_tokens is 0: on the CPU
 // kCpuMaxNumBatchedTokens (but at least max_num_seqs), which keeps a wave of

@@ -34,6 +34,8 @@ struct RequestParams {
   int32_t n = 1;         // independent samples sharing the prompt's KV blocks
   int32_t priority = 0;  // lower is scheduled first
   std::string cache_salt;
+  // The tenant of the caller's API key (server/api_keys.h); empty without.
+  std::string tenant;
   // -1: off. 0..kMaxTopLogprobs: the logprob of every prompt token after the
   // first, with that many alternatives. Such a request skips prefix-cache
   // hits so that every prompt position is computed.

@@ -8,7 +8,10 @@
   - keys never reach the log;
   - the file reloads when it changes, and on SIGHUP when it looks unchanged;
   - tenants: the same prompt from tenant B finds none of tenant A's cached
-    blocks, also when B writes A's cache_salt, while A's repeat hits.
+    blocks, also when B writes A's cache_salt, while A's repeat hits;
+  - --tenant_max_concurrent_requests: a tenant with its cap of streams open
+    gets RESOURCE_EXHAUSTED (gRPC) and 429 (HTTP), counted as rejected,
+    while another tenant's requests complete; a finished stream frees a slot.
 """
 import argparse
 import json
@@ -279,6 +282,79 @@ class MetricsAuthTest(unittest.TestCase):
                 for path in ("/healthz", "/readyz"):
                     self.assertEqual(get(path), 200, path)
             finally:
+                self.assertEqual(loomd.stop(), 0)
+
+
+class TenantLimitTest(unittest.TestCase):
+    """A tenant at its concurrency cap is refused; the other keeps going."""
+
+    def test_a_tenant_over_its_cap_is_refused_while_another_completes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            keys = os.path.join(tmp, "keys")
+            with open(keys, "w") as f:
+                f.write(KEYS)
+            pb2, pb2_grpc = generate_stubs(ARGS.proto_dir, tmp)
+            loomd = LoomdProcess(ARGS.loomd, [
+                "--threads=1", "--max_model_len=1024", "--kv_cache_bytes=134217728",
+                f"--api_keys_file={keys}", "--tenant_max_concurrent_requests=2"], tmp)
+            loomd.start()
+            channel = grpc.insecure_channel(loomd.grpc_target)
+            try:
+                stub = pb2_grpc.GenerationServiceStub(channel)
+
+                def request(max_tokens):
+                    return pb2.GenerateRequest(
+                        prompt="Once upon a time", sampling=pb2.SamplingParams(temperature=0),
+                        stopping=pb2.StoppingCriteria(max_tokens=max_tokens, ignore_eos=True))
+
+                # alpha opens its two allowed streams and reads a first chunk of
+                # each, so both are in flight for the rest of the test.
+                streams = [stub.GenerateStream(request(900), metadata=bearer("sk-alpha-0123"),
+                                               timeout=TIMEOUT) for _ in range(2)]
+                for stream in streams:
+                    next(stream)
+                with self.assertRaises(grpc.RpcError) as refused:
+                    stub.Generate(request(2), metadata=bearer("sk-alpha-0123"), timeout=TIMEOUT)
+                self.assertEqual(refused.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("tenant alpha has 2 requests in flight",
+                              refused.exception.details())
+                body = json.dumps({"prompt": "Hi", "max_tokens": 2}).encode()
+                req = urllib.request.Request(loomd.http + "/v1/completions", data=body, headers={
+                    "Authorization": "Bearer sk-alpha-0123", "Content-Type": "application/json"})
+                with self.assertRaises(urllib.error.HTTPError) as http_refused:
+                    urllib.request.urlopen(req, timeout=TIMEOUT)
+                self.assertEqual(http_refused.exception.code, 429)
+                error = json.loads(http_refused.exception.read())["error"]
+                self.assertEqual(error["type"], "rate_limit_error")
+
+                # beta is not held back while alpha's streams still run.
+                for _ in range(3):
+                    reply = stub.Generate(request(4), metadata=bearer("sk-beta-4567"),
+                                          timeout=TIMEOUT)
+                    self.assertEqual(len(reply.completions[0].token_ids), 4)
+                self.assertIsNone(streams[0].code() if streams[0].done() else None)
+                with urllib.request.urlopen(loomd.http + "/metrics", timeout=TIMEOUT) as r:
+                    metrics = r.read().decode()
+                rejected = re.search(r'^loom_requests_total\{finish_reason="rejected"\} (\S+)',
+                                     metrics, re.M)
+                self.assertIsNotNone(rejected, "no rejected series")
+                self.assertEqual(float(rejected.group(1)), 2)
+
+                # A cancelled stream gives its slot back.
+                streams[0].cancel()
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        stub.Generate(request(2), metadata=bearer("sk-alpha-0123"),
+                                      timeout=TIMEOUT)
+                        break
+                    except grpc.RpcError as error:
+                        self.assertEqual(error.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                        self.assertLess(time.monotonic(), deadline, "the slot never came back")
+                        time.sleep(0.05)
+                streams[1].cancel()
+            finally:
+                channel.close()
                 self.assertEqual(loomd.stop(), 0)
 
 
