@@ -74,8 +74,7 @@ TEST(TenantLimiterTest, CapRefusesOneTenantWhileOthersPass) {
   ASSERT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(third.status().message().find("tenant a has 2 requests in flight"), std::string::npos)
       << third.status();
-  EXPECT_NE(third.status().message().find("--tenant_max_concurrent_requests=2"),
-            std::string::npos);
+  EXPECT_NE(third.status().message().find("--tenant_max_concurrent_requests=2"), std::string::npos);
   EXPECT_EQ(observer.rejected, 1);
   // Another tenant and a caller without one are not held back.
   EXPECT_TRUE(limiter.Submit(For("b"), sink).ok());
