@@ -183,7 +183,7 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
   const int32_t num_queued = num_waiting_ + inbox_submits_;
   const int32_t limit = config_.scheduler.max_queued_requests;
   if (num_queued >= limit) {
-    ++num_rejected_;
+    rejected_tenants_.push_back(params.tenant);
     work_cv_.NotifyOne();
     return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full: ", num_queued,
                                                      " queued, max_queued_requests is ", limit));
@@ -288,11 +288,11 @@ void Engine::Loop() {
   std::vector<Command> commands;
   while (true) {
     commands.clear();
-    uint64_t num_rejected = 0;
-    if (!WaitForWork(stalled, commands, num_rejected)) break;
+    std::vector<std::string> rejected;  // the tenant of each, often empty
+    if (!WaitForWork(stalled, commands, rejected)) break;
     if (observer_ != nullptr) {
-      for (; num_rejected > 0; --num_rejected) {
-        observer_->OnRequestFinished(FinishLabel::kRejected, Usage{});
+      for (const std::string& tenant : rejected) {
+        observer_->OnRequestFinished(FinishLabel::kRejected, Usage{}, tenant);
       }
     }
     for (Command& command : commands) HandleCommand(command);
@@ -313,7 +313,8 @@ void Engine::Loop() {
   MarkProgress(/*parked=*/true);
 }
 
-bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected) {
+bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands,
+                         std::vector<std::string>& rejected) {
   MutexLock lock(mu_);
   if (!scheduler_->HasUnfinished() || stalled) {
     // A parked thread is waiting, not hung: Stalled() ignores it.
@@ -338,11 +339,13 @@ bool Engine::WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t&
   // next snapshot reads the scheduler's queue.
   num_waiting_ += inbox_submits_;
   inbox_submits_ = 0;
-  num_rejected = std::exchange(num_rejected_, 0);
+  rejected.swap(rejected_tenants_);
   return true;
 }
 
-bool Engine::WorkReady() const { return stop_requested_ || !inbox_.empty() || num_rejected_ > 0; }
+bool Engine::WorkReady() const {
+  return stop_requested_ || !inbox_.empty() || !rejected_tenants_.empty();
+}
 
 void Engine::HandleCommand(Command& command) {
   if (command.kind == Command::Kind::kListBlocks) {
@@ -375,7 +378,8 @@ void Engine::HandleCommand(Command& command) {
     output.usage.prompt_tokens = static_cast<uint32_t>(command.params.prompt_token_ids.size());
     command.sink->Push(output);
     if (observer_ != nullptr) {
-      observer_->OnRequestFinished(FinishLabelFor(output.status), output.usage);
+      observer_->OnRequestFinished(FinishLabelFor(output.status), output.usage,
+                                   command.params.tenant);
     }
     ++num_finished_unpublished_;
     return;
@@ -470,7 +474,9 @@ void Engine::FailAll(const absl::Status& status) {
     output.finished = true;
     output.status = status;
     command.sink->Push(std::move(output));
-    if (observer_ != nullptr) observer_->OnRequestFinished(FinishLabelFor(status), Usage{});
+    if (observer_ != nullptr) {
+      observer_->OnRequestFinished(FinishLabelFor(status), Usage{}, command.params.tenant);
+    }
     ++num_finished_unpublished_;
   }
 }

@@ -146,7 +146,8 @@ class Engine {
   void Loop();
   // Waits for commands, or only for new ones while the scheduler has work it
   // cannot plan (then also until the earliest deadline). False on stop.
-  bool WaitForWork(bool stalled, std::vector<Command>& commands, uint64_t& num_rejected);
+  bool WaitForWork(bool stalled, std::vector<Command>& commands,
+                   std::vector<std::string>& rejected);
   bool WorkReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleCommand(Command& command);
   // One schedule/execute/update round. False when the executor failed.
@@ -190,7 +191,8 @@ class Engine {
   // Submitted and not yet given a final output.
   int64_t num_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Rejections not yet reported to the observer.
-  uint64_t num_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  // The tenant of each request refused since the loop last looked.
+  std::vector<std::string> rejected_tenants_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;  // the next RequestId
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool accepting_ ABSL_GUARDED_BY(mu_) = false;

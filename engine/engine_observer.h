@@ -26,8 +26,10 @@ class EngineObserver {
   virtual ~EngineObserver() = default;
 
   // Once per request, when its final output has been pushed. usage carries the
-  // token counts and latencies (zero for requests that never ran).
-  virtual void OnRequestFinished(FinishLabel label, const Usage& usage) = 0;
+  // token counts and latencies (zero for requests that never ran); tenant is
+  // RequestParams::tenant (empty without one).
+  virtual void OnRequestFinished(FinishLabel label, const Usage& usage,
+                                 std::string_view tenant) = 0;
 
   // Once per executed step.
   virtual void OnStep(double step_seconds, int32_t batch_seqs, int32_t batch_tokens) = 0;

@@ -27,6 +27,7 @@ void OutputProcessor::Add(RequestId id, RequestHandle handle, const RequestParam
     request.first_prompt_token_id = params.prompt_token_ids[0];
   }
   request.arrival_time = params.arrival_time;
+  request.tenant = params.tenant;
   request.usage.prompt_tokens = static_cast<uint32_t>(params.prompt_token_ids.size());
   const int32_t n = std::max(params.n, 1);
   request.samples.reserve(n);
@@ -228,7 +229,7 @@ void OutputProcessor::Finish(RequestHandle handle, RequestOutput output, const a
   output.status = status;
   output.usage = request.usage;
   request.sink->Push(std::move(output));
-  if (observer_ != nullptr) observer_->OnRequestFinished(label, request.usage);
+  if (observer_ != nullptr) observer_->OnRequestFinished(label, request.usage, request.tenant);
   handle_of_id_.erase(request.id);
   requests_.erase(it);
 }

@@ -102,6 +102,7 @@ class OutputProcessor {
     bool prompt_logprobs_pending = false;
     int32_t first_prompt_token_id = 0;
     absl::Time arrival_time;
+    std::string tenant;  // for the observer's counters
     std::optional<absl::Time> first_token_time;
     std::vector<Sample> samples;
     int32_t num_unfinished = 0;

@@ -38,11 +38,6 @@ Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
   return &BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
 }
 
-prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
-                                const std::string& help) {
-  return &BuildCounter().Name(name).Help(help).Register(registry).Add({});
-}
-
 }  // namespace
 
 const Histogram::BucketBoundaries& MetricsRegistry::LatencyBuckets() {
@@ -62,19 +57,25 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
                      "KV-cache event batches dropped because the publisher's queue was full; "
                      "the next batch sent starts with AllBlocksCleared.",
                      [this] { return kv_events_dropped_ ? kv_events_dropped_() : 0.0; });
-  auto& requests = BuildCounter()
-                       .Name("loom_requests_total")
-                       .Help("Requests finished, by how they ended.")
-                       .Register(registry);
+  requests_family_ = &BuildCounter()
+                          .Name("loom_requests_total")
+                          .Help("Requests finished, by how they ended.")
+                          .Register(registry);
   // Every label exists from the start so that rate() sees the first increment.
   for (FinishLabel label : kFinishLabels) {
     requests_[static_cast<size_t>(label)] =
-        &requests.Add({{"finish_reason", std::string(FinishLabelName(label))}});
+        &requests_family_->Add({{"finish_reason", std::string(FinishLabelName(label))}});
   }
-  prompt_tokens_ =
-      AddCounter(registry, "loom_prompt_tokens_total", "Prompt tokens of the finished requests.");
-  generation_tokens_ = AddCounter(registry, "loom_generation_tokens_total",
-                                  "Tokens generated for the finished requests.");
+  prompt_tokens_family_ = &BuildCounter()
+                               .Name("loom_prompt_tokens_total")
+                               .Help("Prompt tokens of the finished requests.")
+                               .Register(registry);
+  prompt_tokens_ = &prompt_tokens_family_->Add({});
+  generation_tokens_family_ = &BuildCounter()
+                                   .Name("loom_generation_tokens_total")
+                                   .Help("Tokens generated for the finished requests.")
+                                   .Register(registry);
+  generation_tokens_ = &generation_tokens_family_->Add({});
   const Histogram::BucketBoundaries& latency = LatencyBuckets();
   time_to_first_token_ = AddHistogram(registry, "loom_time_to_first_token_seconds",
                                       "Time from arrival to the first generated token.", latency);
@@ -127,14 +128,27 @@ MetricsRegistry::MetricsRegistry(const BuildInfo& build, std::function<EngineSta
       .Set(1);
 }
 
-void MetricsRegistry::OnRequestFinished(FinishLabel label, const Usage& usage) {
-  requests_[static_cast<size_t>(label)]->Increment();
+void MetricsRegistry::OnRequestFinished(FinishLabel label, const Usage& usage,
+                                        std::string_view tenant) {
+  const std::string tenant_name(tenant);
+  if (tenant.empty()) {
+    requests_[static_cast<size_t>(label)]->Increment();
+  } else {
+    requests_family_
+        ->Add({{"finish_reason", std::string(FinishLabelName(label))}, {"tenant", tenant_name}})
+        .Increment();
+  }
   // A rejected request never reached the queue: it has no latencies or tokens.
   if (label == FinishLabel::kRejected) {
     return;
   }
-  prompt_tokens_->Increment(usage.prompt_tokens);
-  generation_tokens_->Increment(usage.completion_tokens);
+  if (tenant.empty()) {
+    prompt_tokens_->Increment(usage.prompt_tokens);
+    generation_tokens_->Increment(usage.completion_tokens);
+  } else {
+    prompt_tokens_family_->Add({{"tenant", tenant_name}}).Increment(usage.prompt_tokens);
+    generation_tokens_family_->Add({{"tenant", tenant_name}}).Increment(usage.completion_tokens);
+  }
   request_prompt_tokens_->Observe(usage.prompt_tokens);
   request_generation_tokens_->Observe(usage.completion_tokens);
   request_duration_->Observe(usage.total_seconds);

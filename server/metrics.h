@@ -45,7 +45,9 @@ class MetricsRegistry : public EngineObserver {
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
 
   // EngineObserver; called on the engine thread.
-  void OnRequestFinished(FinishLabel label, const Usage& usage) override;
+  // With a tenant, the request and token counters get a `tenant` label; the
+  // tenants come from the keys file, so the series stay bounded.
+  void OnRequestFinished(FinishLabel label, const Usage& usage, std::string_view tenant) override;
   void OnStep(double step_seconds, int32_t batch_seqs, int32_t batch_tokens) override;
   void OnInterTokenLatencies(std::span<const double> seconds) override;
 
@@ -81,6 +83,9 @@ class MetricsRegistry : public EngineObserver {
   std::array<prometheus::Counter*, 6> requests_{};  // indexed by FinishLabel
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;
+  prometheus::Family<prometheus::Counter>* requests_family_ = nullptr;
+  prometheus::Family<prometheus::Counter>* prompt_tokens_family_ = nullptr;
+  prometheus::Family<prometheus::Counter>* generation_tokens_family_ = nullptr;
   prometheus::Histogram* time_to_first_token_ = nullptr;
   prometheus::Histogram* inter_token_latency_ = nullptr;
   prometheus::Histogram* request_duration_ = nullptr;

@@ -65,7 +65,7 @@ absl::StatusOr<GenerationBackend::Handle> TenantLimitedBackend::Submit(
   }
   if (!refused.ok()) {
     if (observer_ != nullptr) {
-      observer_->OnRequestFinished(FinishLabel::kRejected, Usage{});
+      observer_->OnRequestFinished(FinishLabel::kRejected, Usage{}, tenant);
     }
     return refused;
   }

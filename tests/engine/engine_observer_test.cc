@@ -20,9 +20,12 @@ using ::testing::Pair;
 
 class RecordingObserver : public EngineObserver {
  public:
-  void OnRequestFinished(FinishLabel label, const Usage& usage) override {
+  // Keyed "label" or, for a request with a tenant, "label/tenant".
+  void OnRequestFinished(FinishLabel label, const Usage& usage, std::string_view tenant) override {
     std::lock_guard lock(mu_);
-    labels_[std::string(FinishLabelName(label))]++;
+    std::string key(FinishLabelName(label));
+    if (!tenant.empty()) key += "/" + std::string(tenant);
+    labels_[key]++;
     completion_tokens_ += usage.completion_tokens;
   }
   void OnStep(double step_seconds, int32_t batch_seqs, int32_t batch_tokens) override {
@@ -103,14 +106,18 @@ TEST_F(EngineObserverTest, LabelsForEveryWayARequestEnds) {
   auto stopped = std::make_shared<RecordingSink>();
   RequestParams params = Prompt({10}, 5);
   params.stopping.stop = {"lo"};
+  params.tenant = "alpha";  // the tenant reaches the observer on every path
   SubmitOk(params, stopped);
   executor().WaitUntilPaused();
 
   auto aborted = std::make_shared<RecordingSink>();
-  engine.Abort(SubmitOk(Prompt({10}, 5), aborted));
+  RequestParams to_abort = Prompt({10}, 5);
+  to_abort.tenant = "alpha";
+  engine.Abort(SubmitOk(to_abort, aborted));
   auto rejected = std::make_shared<RecordingSink>();
-  EXPECT_EQ(engine.Submit(Prompt({10}, 5), rejected).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  RequestParams over = Prompt({10}, 5);
+  over.tenant = "beta";
+  EXPECT_EQ(engine.Submit(over, rejected).status().code(), absl::StatusCode::kResourceExhausted);
   executor().Release();
   ASSERT_TRUE(stopped->WaitFinished());
   ASSERT_TRUE(aborted->WaitFinished());
@@ -125,8 +132,8 @@ TEST_F(EngineObserverTest, LabelsForEveryWayARequestEnds) {
   ASSERT_TRUE(engine.WaitUntilIdle(absl::Seconds(30)));
 
   EXPECT_THAT(observer_.labels(),
-              ElementsAre(Pair("aborted", 1), Pair("deadline", 1), Pair("error", 1),
-                          Pair("length", 1), Pair("rejected", 1), Pair("stop", 1)));
+              ElementsAre(Pair("aborted/alpha", 1), Pair("deadline", 1), Pair("error", 1),
+                          Pair("length", 1), Pair("rejected/beta", 1), Pair("stop/alpha", 1)));
 }
 
 TEST(FinishLabelTest, NamesAndStatuses) {

@@ -335,10 +335,14 @@ class TenantLimitTest(unittest.TestCase):
                 self.assertIsNone(streams[0].code() if streams[0].done() else None)
                 with urllib.request.urlopen(loomd.http + "/metrics", timeout=TIMEOUT) as r:
                     metrics = r.read().decode()
-                rejected = re.search(r'^loom_requests_total\{finish_reason="rejected"\} (\S+)',
-                                     metrics, re.M)
-                self.assertIsNotNone(rejected, "no rejected series")
+                # Counted per tenant, under the tenant's name and never the key.
+                rejected = re.search(
+                    r'^loom_requests_total\{finish_reason="rejected",tenant="alpha"\} (\S+)',
+                    metrics, re.M)
+                self.assertIsNotNone(rejected, "no rejected series for tenant alpha")
                 self.assertEqual(float(rejected.group(1)), 2)
+                self.assertRegex(metrics, r'(?m)^loom_generation_tokens_total\{tenant="beta"\} 12')
+                self.assertNotIn("sk-", metrics)
 
                 # A cancelled stream gives its slot back.
                 streams[0].cancel()

@@ -73,7 +73,7 @@ TEST_F(MetricsRegistryTest, ScrapeCarriesEveryContractName) {
               .queue_seconds = 0.002,
               .time_to_first_token_seconds = 0.02,
               .total_seconds = 0.1};
-  metrics_.OnRequestFinished(FinishLabel::kStop, usage);
+  metrics_.OnRequestFinished(FinishLabel::kStop, usage, "");
   metrics_.OnStep(0.004, 3, 40);
   const double intervals[] = {0.01, 0.02};
   metrics_.OnInterTokenLatencies(intervals);
@@ -87,14 +87,35 @@ TEST_F(MetricsRegistryTest, ScrapeCarriesEveryContractName) {
   }
 }
 
-TEST_F(MetricsRegistryTest, CountsRequestsAndTokensByFinishReason) {
-  metrics_.OnRequestFinished(FinishLabel::kStop,
-                             Usage{.prompt_tokens = 10, .completion_tokens = 4});
+TEST_F(MetricsRegistryTest, TenantsGetTheirOwnSeries) {
+  metrics_.OnRequestFinished(FinishLabel::kStop, Usage{.prompt_tokens = 10, .completion_tokens = 4},
+                             "alpha");
+  metrics_.OnRequestFinished(FinishLabel::kStop, Usage{.prompt_tokens = 5, .completion_tokens = 2},
+                             "alpha");
+  metrics_.OnRequestFinished(FinishLabel::kRejected, Usage{}, "beta");
   metrics_.OnRequestFinished(FinishLabel::kLength,
-                             Usage{.prompt_tokens = 7, .completion_tokens = 8});
+                             Usage{.prompt_tokens = 1, .completion_tokens = 1}, "");
+  const std::string scrape = metrics_.Scrape();
+  EXPECT_EQ(SampleValue(scrape, R"(loom_requests_total{finish_reason="stop",tenant="alpha"})"), 2);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_requests_total{finish_reason="rejected",tenant="beta"})"),
+            1);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_requests_total{finish_reason="stop"})"), 0);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_requests_total{finish_reason="length"})"), 1);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_prompt_tokens_total{tenant="alpha"})"), 15);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_generation_tokens_total{tenant="alpha"})"), 6);
+  EXPECT_EQ(SampleValue(scrape, "loom_prompt_tokens_total"), 1);
+  // A rejected request has no tokens: no token series for beta.
+  EXPECT_THAT(scrape, Not(HasSubstr(R"(loom_prompt_tokens_total{tenant="beta"})")));
+}
+
+TEST_F(MetricsRegistryTest, CountsRequestsAndTokensByFinishReason) {
+  metrics_.OnRequestFinished(FinishLabel::kStop, Usage{.prompt_tokens = 10, .completion_tokens = 4},
+                             "");
+  metrics_.OnRequestFinished(FinishLabel::kLength,
+                             Usage{.prompt_tokens = 7, .completion_tokens = 8}, "");
   metrics_.OnRequestFinished(FinishLabel::kAborted,
-                             Usage{.prompt_tokens = 3, .completion_tokens = 1});
-  metrics_.OnRequestFinished(FinishLabel::kRejected, Usage{});
+                             Usage{.prompt_tokens = 3, .completion_tokens = 1}, "");
+  metrics_.OnRequestFinished(FinishLabel::kRejected, Usage{}, "");
   const std::string scrape = metrics_.Scrape();
 
   EXPECT_EQ(SampleValue(scrape, R"(loom_requests_total{finish_reason="stop"})"), 1);

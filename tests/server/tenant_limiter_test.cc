@@ -49,7 +49,7 @@ class CountingSink final : public OutputSink {
 
 class RejectionCounter final : public EngineObserver {
  public:
-  void OnRequestFinished(FinishLabel label, const Usage&) override {
+  void OnRequestFinished(FinishLabel label, const Usage&, std::string_view) override {
     rejected += label == FinishLabel::kRejected ? 1 : 0;
   }
   void OnStep(double, int32_t, int32_t) override {}
