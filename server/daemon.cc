@@ -350,6 +350,29 @@ absl::StatusOr<std::unique_ptr<KvEventPublisher>> StartKvEvents(const ServerConf
   return publisher;
 }
 
+// The --metrics_port listener (plaintext, /metrics alone); null without one.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsPort(const ServerConfig& config,
+                                                             MetricsRegistry& metrics,
+                                                             const ApiKeyStore* api_keys) {
+  if (config.metrics_port == 0) {
+    return nullptr;
+  }
+  HttpServerOptions options = MakeHttpServerOptions(config);
+  options.port = config.metrics_port;
+  options.threads = 1;
+  options.max_connections = 64;
+  options.tls_cert_file.clear();
+  options.tls_key_file.clear();
+  options.tls_client_ca_file.clear();
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
+      options, MetricsOnlyRoutes(config, metrics, api_keys),
+      [&metrics](std::string_view route, int status) { metrics.RecordHttpRequest(route, status); });
+  if (server.ok()) {
+    LogLine(absl::StrCat("metrics alone on ", config.host, ":", (*server)->port(), " (HTTP)"));
+  }
+  return server;
+}
+
 // Serves until a signal or an engine failure; the exit code.
 int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel& model,
           const GenerationDefaults& generation_defaults, Engine& engine, MetricsRegistry& metrics,
@@ -377,6 +400,12 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
       [&metrics](std::string_view route, int status) { metrics.RecordHttpRequest(route, status); });
   if (!http.ok()) {
     LogLine(http.status().message());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<HttpServer>> metrics_http =
+      StartMetricsPort(config, metrics, api_keys);
+  if (!metrics_http.ok()) {
+    LogLine(metrics_http.status().message());
     return 1;
   }
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =

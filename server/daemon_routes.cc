@@ -86,4 +86,21 @@ std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, Engine& en
   return routes;
 }
 
+std::vector<HttpServer::Route> MetricsOnlyRoutes(const ServerConfig& config,
+                                                 MetricsRegistry& metrics,
+                                                 const ApiKeyStore* api_keys) {
+  std::vector<HttpServer::Route> routes;
+  for (HttpServer::Route& route :
+       ProbeRoutes(ProbeHandlers{.metrics = [&metrics] { return metrics.Scrape(); },
+       .live = [] { return true; },
+       .ready = [] { return true; }})) {
+    if (route.path != "/metrics") continue;
+    if (api_keys != nullptr && config.metrics_require_auth) {
+      route.handler = RequireKey(*api_keys, std::move(route.handler));
+    }
+    routes.push_back(std::move(route));
+  }
+  return routes;
+}
+
 }  // namespace loom

@@ -20,4 +20,10 @@ std::vector<HttpServer::Route> HttpRoutes(const ServerConfig& config, Engine& en
                                           MetricsRegistry& metrics, const std::atomic<bool>& ready,
                                           OpenAiHttp& openai, const ApiKeyStore* api_keys);
 
+// The --metrics_port's one route: GET /metrics, behind a key under
+// --metrics_require_auth.
+std::vector<HttpServer::Route> MetricsOnlyRoutes(const ServerConfig& config,
+                                                 MetricsRegistry& metrics,
+                                                 const ApiKeyStore* api_keys);
+
 }  // namespace loom

@@ -117,6 +117,9 @@ ABSL_FLAG(std::string, tls_cert_file, "",
 ABSL_FLAG(std::string, tls_key_file, "", "TLS private key (PEM) for --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "Require client certificates signed by this CA (PEM): mutual TLS.");
+ABSL_FLAG(int32_t, metrics_port, 0,
+          "Serve GET /metrics alone on this plaintext port too (0: none), for a NetworkPolicy "
+          "that admits Prometheus to metrics only.");
 ABSL_FLAG(int32_t, health_port, 0,
           "With TLS: serve gRPC health alone on this plaintext port, for kubelet probes.");
 ABSL_FLAG(bool, debug_kv_blocks, false,
@@ -160,6 +163,7 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   config.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   config.health_port = absl::GetFlag(FLAGS_health_port);
+  config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   config.http_threads = absl::GetFlag(FLAGS_http_threads);
   config.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
   config.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);

@@ -202,6 +202,13 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                      absl::StrCat(c.health_port));
     }
   }
+  if (c.metrics_port != 0 &&
+      (c.metrics_port < 1 || c.metrics_port > 65535 || c.metrics_port == c.port ||
+       c.metrics_port == c.http_port || c.metrics_port == c.health_port)) {
+    return Invalid("metrics_port",
+                   "0 (none) or in [1, 65535] and apart from --port, --http_port and --health_port",
+                   absl::StrCat(c.metrics_port));
+  }
   if (c.metrics_require_auth && c.api_keys_file.empty()) {
     return absl::InvalidArgumentError("metrics_require_auth needs --api_keys_file");
   }

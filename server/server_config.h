@@ -86,6 +86,9 @@ struct ServerConfig {
   // With TLS: gRPC health alone on this plaintext port, for kubelet probes
   // (0 = none).
   int32_t health_port = 0;
+  // A plaintext port serving GET /metrics alone (0 = none), so that a
+  // NetworkPolicy can admit Prometheus to metrics without the API.
+  int32_t metrics_port = 0;
 };
 
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -255,20 +256,25 @@ class AuthTest(unittest.TestCase):
 
 class MetricsAuthTest(unittest.TestCase):
     """--metrics_require_auth puts /metrics behind a key; the debug listing
-    always is with keys on; the probes never are."""
+    always is with keys on; the probes never are. --metrics_port serves
+    /metrics alone."""
 
     def test_metrics_and_debug_listing_need_a_key(self):
         with tempfile.TemporaryDirectory() as tmp:
             keys = os.path.join(tmp, "keys")
             with open(keys, "w") as f:
                 f.write("sk-metrics-3333\n")
+            with socket.socket() as probe:  # a free port for --metrics_port
+                probe.bind(("127.0.0.1", 0))
+                metrics_port = probe.getsockname()[1]
             loomd = LoomdProcess(ARGS.loomd, [
                 "--threads=1", "--max_model_len=256", "--kv_cache_bytes=16777216",
-                f"--api_keys_file={keys}", "--metrics_require_auth", "--debug_kv_blocks"], tmp)
+                f"--api_keys_file={keys}", "--metrics_require_auth", "--debug_kv_blocks",
+                f"--metrics_port={metrics_port}"], tmp)
             loomd.start()
             try:
-                def get(path, key=None):
-                    req = urllib.request.Request(loomd.http + path, headers=(
+                def get(path, key=None, base=None):
+                    req = urllib.request.Request((base or loomd.http) + path, headers=(
                         {"Authorization": f"Bearer {key}"} if key else {}))
                     try:
                         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
@@ -281,6 +287,13 @@ class MetricsAuthTest(unittest.TestCase):
                     self.assertEqual(get(path, "sk-metrics-3333"), 200, path)
                 for path in ("/healthz", "/readyz"):
                     self.assertEqual(get(path), 200, path)
+                # --metrics_port serves /metrics, under the same key rule, and
+                # nothing else: no API, no probes, no debug listing.
+                metrics_only = f"http://127.0.0.1:{metrics_port}"
+                self.assertEqual(get("/metrics", base=metrics_only), 401)
+                self.assertEqual(get("/metrics", "sk-metrics-3333", base=metrics_only), 200)
+                for path in ("/v1/models", "/healthz", "/debug/kv_blocks"):
+                    self.assertEqual(get(path, "sk-metrics-3333", base=metrics_only), 404, path)
             finally:
                 self.assertEqual(loomd.stop(), 0)
 

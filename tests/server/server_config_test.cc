@@ -48,6 +48,38 @@ TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
   }
 }
 
+TEST(ServerConfigTest, MetricsPortAndTenantLimits) {
+  ServerConfig c = Valid();
+  c.metrics_port = 9090;
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+  for (int bad : {-1, 65536, 8080, 50051}) {
+    c.metrics_port = bad;
+    ExpectInvalid(c, absl::StrCat("metrics_port must be 0 (none) or in [1, 65535] and apart from "
+                                  "--port, --http_port and --health_port; got ",
+                                  bad));
+  }
+  c = Valid();
+  c.api_keys_file = "/etc/loom/keys";
+  c.tenant_max_concurrent_requests = 8;
+  c.tenant_max_queue_share = 0.25;
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+  EXPECT_EQ(TenantMaxWaiting(c), 256);  // a quarter of the default 1024
+  c.tenant_max_queue_share = 0.0001;
+  EXPECT_EQ(TenantMaxWaiting(c), 1);
+  c.tenant_max_queue_share = 1;
+  EXPECT_EQ(TenantMaxWaiting(c), 0);
+  c.tenant_max_queue_share = 1.5;
+  ExpectInvalid(c, "tenant_max_queue_share must be in (0, 1]; got 1.5");
+  c.tenant_max_queue_share = 1;
+  c.tenant_max_concurrent_requests = -1;
+  ExpectInvalid(c, "tenant_max_concurrent_requests must be >= 0 (0 = no cap); got -1");
+  c = Valid();
+  c.tenant_max_concurrent_requests = 4;
+  ExpectInvalid(c,
+                "tenant_max_concurrent_requests and tenant_max_queue_share need --api_keys_file "
+                "with tenants");
+}
+
 TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   ServerConfig c = Valid();
   c.model = "";
