@@ -3,6 +3,7 @@
 built-in kinds against the Kubernetes JSON schemas of a pinned version
 (PyPI kubernetes-validate, strict: unknown fields are errors), and the CRD
 kinds the schemas do not know (ServiceMonitor, PrometheusRule, ScaledObject,
+Certificate,
 and InferencePool, Gateway and HTTPRoute from inference_gateway.py) against
 small schemas of the fields these manifests use. An overlay with an
 InferencePool also gets inference_gateway.check: its EPP configuration and
@@ -68,6 +69,25 @@ CRD_SCHEMAS = {
                     "properties": {"record": _STRING, "alert": _STRING, "expr": _STRING,
                                    "for": _STRING, "labels": _LABELS,
                                    "annotations": _LABELS}}}}}}}}},
+    },
+    ("cert-manager.io/v1", "Certificate"): {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {"spec": {
+            "type": "object", "required": ["secretName", "issuerRef", "dnsNames"],
+            "additionalProperties": False,
+            "properties": {
+                "secretName": _STRING, "duration": _STRING, "renewBefore": _STRING,
+                "commonName": _STRING,
+                "dnsNames": {"type": "array", "minItems": 1, "items": _STRING},
+                "privateKey": {"type": "object", "additionalProperties": False, "properties": {
+                    "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                    "size": {"type": "integer"},
+                    "rotationPolicy": {"enum": ["Never", "Always"]}}},
+                "issuerRef": {"type": "object", "required": ["name"], "additionalProperties": False,
+                              "properties": {"name": _STRING, "group": _STRING,
+                                             "kind": {"enum": ["Issuer", "ClusterIssuer"]}}},
+            }}},
     },
     ("keda.sh/v1alpha1", "ScaledObject"): {
         "type": "object",

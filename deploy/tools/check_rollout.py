@@ -5,12 +5,16 @@ starts, serves and drains:
   terminationGracePeriodSeconds > preStop sleep + --drain_timeout
       (SIGTERM comes after preStop; loomd then drains for up to
       --drain_timeout and exits before the kubelet's SIGKILL)
-  startupProbe: gRPC health of loom.v1.GenerationService on --port, with room
+  startupProbe: gRPC health of loom.v1.GenerationService on --port (with TLS
+      on, --health_port: the kubelet's gRPC probes speak plaintext), with room
       for the model to load (at least MIN_STARTUP_SECONDS)
   readinessProbe: the same gRPC check, noticing NOT_SERVING within --drain_timeout
-  livenessProbe: HTTP GET /healthz on --http_port
+  livenessProbe: HTTP GET /healthz on --http_port, over HTTPS when TLS is on
   container ports and the target ports of the Services that select loomd's
-      pods: --port (grpc) and --http_port (http)
+      pods: --port (grpc), --http_port (http), --health_port (health) and
+      --metrics_port (metrics)
+  NetworkPolicies that select loomd's pods: each port they admit is one the
+      container declares
 
 --drain_timeout, --port and --http_port come from the ConfigMap flagfiles the
 container reads (--flagfile) or else from loomd's defaults (server/main.cc's
@@ -25,7 +29,7 @@ import kustomize_lite
 
 GENERATION_SERVICE = "loom.v1.GenerationService"
 MIN_STARTUP_SECONDS = 300
-FLAGS = ("drain_timeout", "port", "http_port")
+FLAGS = ("drain_timeout", "port", "http_port", "health_port", "metrics_port", "tls_cert_file")
 
 
 def _flagfile_values(args, pod, objects):
@@ -75,6 +79,9 @@ def effective_flags(objects, defaults):
         "drain_timeout": contract.parse_duration(values["drain_timeout"]),
         "port": int(values["port"]),
         "http_port": int(values["http_port"]),
+        "health_port": int(values["health_port"]),
+        "metrics_port": int(values["metrics_port"]),
+        "tls": bool(values["tls_cert_file"]),
     }
 
 
@@ -113,11 +120,17 @@ def check(objects, defaults):
                         f"{pre_stop}s + --drain_timeout {flags['drain_timeout']:g}s")
 
     ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
-    if ports.get("grpc") != flags["port"]:
-        problems.append(f"container port grpc is {ports.get('grpc')}, --port is {flags['port']}")
-    if ports.get("http") != flags["http_port"]:
-        problems.append(f"container port http is {ports.get('http')}, "
-                        f"--http_port is {flags['http_port']}")
+    listening = {"grpc": flags["port"], "http": flags["http_port"]}
+    for name, flag in (("health", "health_port"), ("metrics", "metrics_port")):
+        if flags[flag]:
+            listening[name] = flags[flag]
+    for name, port in listening.items():
+        if ports.get(name) != port:
+            flag = {"grpc": "port", "http": "http_port"}.get(name, f"{name}_port")
+            problems.append(f"container port {name} is {ports.get(name)}, --{flag} is {port}")
+    probe_port = flags["health_port"] if flags["tls"] and flags["health_port"] else flags["port"]
+    if flags["tls"] and not flags["health_port"]:
+        problems.append("with TLS on, the gRPC probes need --health_port (plaintext health)")
 
     for kind in ("startupProbe", "readinessProbe"):
         probe = container.get(kind)
@@ -125,8 +138,9 @@ def check(objects, defaults):
         if grpc is None:
             problems.append(f"{kind} must be a gRPC health check")
             continue
-        if grpc.get("port") != flags["port"]:
-            problems.append(f"{kind} checks port {grpc.get('port')}, --port is {flags['port']}")
+        if grpc.get("port") != probe_port:
+            which = "--health_port" if probe_port != flags["port"] else "--port"
+            problems.append(f"{kind} checks port {grpc.get('port')}, {which} is {probe_port}")
         if grpc.get("service") != GENERATION_SERVICE:
             problems.append(f"{kind} must check service {GENERATION_SERVICE}")
     startup = container.get("startupProbe")
@@ -149,18 +163,32 @@ def check(objects, defaults):
         if _port_number(liveness.get("port"), container) != flags["http_port"]:
             problems.append(f"livenessProbe port {liveness.get('port')} is not "
                             f"--http_port {flags['http_port']}")
+        scheme = liveness.get("scheme", "HTTP")
+        if scheme != ("HTTPS" if flags["tls"] else "HTTP"):
+            problems.append(f"livenessProbe uses {scheme}; the HTTP port speaks "
+                            f"{'TLS' if flags['tls'] else 'plaintext'}")
 
     services = [obj for obj in objects if obj["kind"] == "Service" and _selects(obj, pod_labels)]
     for service in services:
         for port in service["spec"]["ports"]:
             target = _port_number(port.get("targetPort", port["port"]), container)
-            expected = {"grpc": flags["port"], "http": flags["http_port"]}.get(port.get("name"))
+            expected = listening.get(port.get("name"))
             if target != expected:
                 problems.append(f"Service {service['metadata']['name']} port {port.get('name')} "
                                 f"targets {target}, loomd listens on {expected}")
             if port.get("name") == "grpc" and port.get("appProtocol") != "grpc":
                 problems.append(f"Service {service['metadata']['name']} grpc port needs "
                                 "appProtocol grpc")
+
+    for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):
+        selector = policy["spec"].get("podSelector", {}).get("matchLabels", {})
+        if not all(pod_labels.get(k) == v for k, v in selector.items()):
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            for port in rule.get("ports", []):
+                if _port_number(port.get("port"), container) not in set(listening.values()):
+                    problems.append(f"NetworkPolicy {policy['metadata']['name']} admits port "
+                                    f"{port.get('port')}, where loomd does not listen")
 
     rolling = deployment["spec"].get("strategy", {}).get("rollingUpdate", {})
     if rolling.get("maxUnavailable", "25%") not in (0, "0", "0%"):

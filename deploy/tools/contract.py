@@ -7,7 +7,7 @@ import re
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # The overlays of deploy/k8s/overlays that CI renders and checks.
-OVERLAYS = ("gpu", "cpu", "gpu-keda", "inference-gateway")
+OVERLAYS = ("gpu", "cpu", "gpu-keda", "inference-gateway", "gpu-secure")
 
 # Labels every scraped series carries besides its own (Prometheus target
 # labels, the Operator's and the histogram bucket bound).

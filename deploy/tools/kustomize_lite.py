@@ -71,14 +71,17 @@ def merge(base, patch, field=None):
         key = list_merge_key(field, base + patch)
         if key is None or not all(isinstance(item, dict) and key in item for item in base + patch):
             return copy.deepcopy(patch)
+        # Items the patch adds come first, in its order, then the base's
+        # (merged where the patch names them), as kustomize orders them.
         merged = list(base)
+        added = []
         for item in patch:
             at = next((i for i, old in enumerate(merged) if old[key] == item[key]), None)
             if at is None:
-                merged.append(copy.deepcopy(item))
+                added.append(copy.deepcopy(item))
             else:
                 merged[at] = merge(merged[at], item)
-        return merged
+        return added + merged
     return copy.deepcopy(patch)
 
 

@@ -17,10 +17,11 @@ class MergeTest(unittest.TestCase):
             {"name": "a", "resources": {"requests": {"memory": "1Gi"}}},
             {"name": "c", "image": "z"}]}}
         merged = kustomize_lite.merge(base, patch)
+        # What the patch adds comes first, as kubectl kustomize orders it.
         self.assertEqual(merged["spec"]["containers"], [
+            {"name": "c", "image": "z"},
             {"name": "a", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
-            {"name": "b", "image": "y"},
-            {"name": "c", "image": "z"}])
+            {"name": "b", "image": "y"}])
 
     def test_lists_without_merge_key_are_replaced_and_null_deletes(self):
         base = {"tolerations": [{"key": "a"}], "keep": 1, "drop": 2}

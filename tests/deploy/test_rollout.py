@@ -6,7 +6,8 @@ import common
 import check_rollout
 import contract
 
-DEFAULTS = {"drain_timeout": "30s", "port": "50051", "http_port": "8080"}
+DEFAULTS = {"drain_timeout": "30s", "port": "50051", "http_port": "8080", "health_port": "0",
+            "metrics_port": "0", "tls_cert_file": ""}
 
 
 class RolloutTest(unittest.TestCase):
@@ -15,6 +16,30 @@ class RolloutTest(unittest.TestCase):
         for name in common.OVERLAYS:
             with self.subTest(overlay=name):
                 self.assertEqual(check_rollout.check(common.overlay(name), defaults), [])
+
+    def test_tls_moves_the_probes_to_the_health_port(self):
+        objects = common.overlay("gpu-secure")
+        container = common.container(objects)
+        container["readinessProbe"]["grpc"]["port"] = 50051
+        container["livenessProbe"]["httpGet"]["scheme"] = "HTTP"
+        problems = check_rollout.check(objects, DEFAULTS)
+        self.assertEqual(len(problems), 2, problems)
+        self.assertIn("readinessProbe checks port 50051, --health_port is 8081", problems[0])
+        self.assertIn("livenessProbe uses HTTP; the HTTP port speaks TLS", problems[1])
+        objects = common.overlay("gpu-secure")
+        flags = common.find(objects, "ConfigMap", "loom-flags")["data"]
+        flags["security.flags"] = flags["security.flags"].replace("--health_port=8081\n", "")
+        problems = check_rollout.check(objects, DEFAULTS)
+        self.assertTrue(any("need --health_port" in p for p in problems), problems)
+
+    def test_network_policy_admits_only_ports_loomd_serves(self):
+        objects = common.overlay("gpu-secure")
+        self.assertEqual(check_rollout.check(objects, DEFAULTS), [])
+        policy = common.find(objects, "NetworkPolicy")
+        policy["spec"]["ingress"][1]["ports"][0]["port"] = 9091
+        problems = check_rollout.check(objects, DEFAULTS)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("admits port 9091", problems[0])
 
     def test_grace_period_must_outlast_prestop_and_drain(self):
         objects = common.overlay("gpu")
