@@ -376,11 +376,11 @@ void Engine::HandleCommand(Command& command) {
     output.finished = true;
     output.status = handle.status();
     output.usage.prompt_tokens = static_cast<uint32_t>(command.params.prompt_token_ids.size());
-    command.sink->Push(output);
     if (observer_ != nullptr) {
       observer_->OnRequestFinished(FinishLabelFor(output.status), output.usage,
                                    command.params.tenant);
     }
+    command.sink->Push(output);
     ++num_finished_unpublished_;
     return;
   }
@@ -473,10 +473,10 @@ void Engine::FailAll(const absl::Status& status) {
     RequestOutput output;
     output.finished = true;
     output.status = status;
-    command.sink->Push(std::move(output));
     if (observer_ != nullptr) {
       observer_->OnRequestFinished(FinishLabelFor(status), Usage{}, command.params.tenant);
     }
+    command.sink->Push(std::move(output));
     ++num_finished_unpublished_;
   }
 }

@@ -228,8 +228,9 @@ void OutputProcessor::Finish(RequestHandle handle, RequestOutput output, const a
   output.finished = true;
   output.status = status;
   output.usage = request.usage;
-  request.sink->Push(std::move(output));
+  // Counted before the sink sees it: a client holding its reply finds it in /metrics.
   if (observer_ != nullptr) observer_->OnRequestFinished(label, request.usage, request.tenant);
+  request.sink->Push(std::move(output));
   handle_of_id_.erase(request.id);
   requests_.erase(it);
 }
