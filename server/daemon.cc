@@ -117,14 +117,18 @@ ServiceOptions MakeServiceOptions(const ServerConfig& config,
   return options;
 }
 
-GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config) {
+GrpcServerOptions MakeGrpcServerOptions(const ServerConfig& config, const ApiKeyStore* api_keys) {
   GrpcServerOptions options;
   options.max_receive_bytes = config.grpc_max_receive_bytes;
   options.keepalive_time = config.grpc_keepalive_time;
   options.keepalive_timeout = config.grpc_keepalive_timeout;
   options.keepalive_permit_without_calls = config.grpc_keepalive_permit_without_calls;
   options.max_concurrent_streams = config.grpc_max_concurrent_streams;
-  options.reflection = config.reflection == "open";
+  using Reflection = GrpcServerOptions::Reflection;
+  options.reflection = config.reflection == "off"    ? Reflection::kOff
+                       : config.reflection == "auth" ? Reflection::kAuth
+                                                     : Reflection::kOpen;
+  options.api_keys = api_keys;
   options.tls_cert_file = config.tls_cert_file;
   options.tls_key_file = config.tls_key_file;
   options.tls_client_ca_file = config.tls_client_ca_file;
@@ -416,7 +420,7 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
     return 1;
   }
   absl::StatusOr<std::unique_ptr<GrpcServer>> grpc_server =
-      GrpcServer::Start(config.host, config.port, service, MakeGrpcServerOptions(config));
+      GrpcServer::Start(config.host, config.port, service, MakeGrpcServerOptions(config, api_keys));
   if (!grpc_server.ok()) {
     LogLine(grpc_server.status().ToString());
     return 1;

@@ -10,6 +10,7 @@
 #include "server/access_log.h"
 #include "server/generate_stream_reactor.h"
 #include "server/generate_unary_reactor.h"
+#include "server/grpc_auth.h"
 #include "server/log.h"
 #include "server/reactor_sink.h"
 #include "server/status_mapping.h"
@@ -71,14 +72,7 @@ grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerCon
 
 absl::StatusOr<Caller> GenerationService::Authenticate(
     const grpc::CallbackServerContext& context) const {
-  if (options_.api_keys == nullptr) {
-    return Caller{};
-  }
-  const auto& metadata = context.client_metadata();
-  const auto it = metadata.find("authorization");
-  return options_.api_keys->Authenticate(
-      it == metadata.end() ? std::string_view()
-                           : std::string_view(it->second.data(), it->second.size()));
+  return AuthenticateCall(options_.api_keys, context);
 }
 
 absl::StatusOr<RequestParams> GenerationService::Prepare(const grpc::CallbackServerContext& context,

@@ -6,7 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpc/health/v1/health.pb.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -83,28 +84,44 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
   return grpc::experimental::TlsServerCredentials(tls);
 }
 
+// Reflection over what the port serves. The health messages' descriptor is
+// named here so that its file is linked in and can be described.
+std::unique_ptr<ReflectionService> MakeReflection(const GrpcServerOptions& options) {
+  using Reflection = GrpcServerOptions::Reflection;
+  if (options.reflection == Reflection::kOff) {
+    return nullptr;
+  }
+  ReflectionOptions reflection;
+  reflection.services = {
+      kGenerationServiceName,
+      grpc::health::v1::HealthCheckRequest::descriptor()->file()->package() + ".Health",
+      "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"};
+  reflection.api_keys = options.reflection == Reflection::kAuth ? options.api_keys : nullptr;
+  return std::make_unique<ReflectionService>(std::move(reflection));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& host, int port,
                                                               GenerationService& service,
                                                               const GrpcServerOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
-  // Before the reflection plugin: builders made after it serve reflection.
-  std::unique_ptr<grpc::Server> health_server;
-  int health_port = 0;
+  auto grpc_server = std::unique_ptr<GrpcServer>(new GrpcServer());
   if (!options.tls_cert_file.empty() && options.health_port >= 0) {
     grpc::ServerBuilder health_builder;
     const std::string health_address = Address(host, options.health_port);
     health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
-                                    &health_port);
-    health_server = health_builder.BuildAndStart();
-    if (health_server == nullptr || health_port == 0) {
+                                    &grpc_server->health_port_);
+    // gRPC starts a server only with a service of its own to poll for; the
+    // default health service is added later. One that answers every method
+    // with UNIMPLEMENTED, as an unknown method gets anyway, is that service.
+    grpc_server->health_unimplemented_ = std::make_unique<grpc::CallbackGenericService>();
+    health_builder.RegisterCallbackGenericService(grpc_server->health_unimplemented_.get());
+    grpc_server->health_server_ = health_builder.BuildAndStart();
+    if (grpc_server->health_server_ == nullptr || grpc_server->health_port_ == 0) {
       return absl::UnavailableError(
           absl::StrCat("cannot listen for gRPC health on ", health_address));
     }
-  }
-  if (options.reflection) {
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
   if (!credentials.ok()) {
@@ -113,15 +130,17 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
   grpc::ServerBuilder builder;
   ApplyOptions(options, builder);
   const std::string address = Address(host, port);
-  int bound_port = 0;
-  builder.AddListeningPort(address, *credentials, &bound_port);
+  builder.AddListeningPort(address, *credentials, &grpc_server->port_);
   builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
+  grpc_server->reflection_ = MakeReflection(options);
+  if (grpc_server->reflection_ != nullptr) {
+    builder.RegisterService(grpc_server->reflection_->v1());
+    builder.RegisterService(grpc_server->reflection_->v1alpha());
+  }
+  grpc_server->server_ = builder.BuildAndStart();
+  if (grpc_server->server_ == nullptr || grpc_server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", address));
   }
-  auto grpc_server = std::unique_ptr<GrpcServer>(
-      new GrpcServer(std::move(server), bound_port, std::move(health_server), health_port));
   // The default health service reports "" as SERVING from the start; the
   // daemon is not ready until its owner says so.
   grpc_server->SetServing(false);
@@ -146,8 +165,10 @@ void GrpcServer::Shutdown(absl::Time deadline) {
     return;
   }
   shut_down_ = true;
-  server_->Shutdown(absl::ToChronoTime(deadline));
-  server_->Wait();
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::ToChronoTime(deadline));
+    server_->Wait();
+  }
   if (health_server_ != nullptr) {
     health_server_->Shutdown(absl::ToChronoTime(deadline));
     health_server_->Wait();

@@ -10,8 +10,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "server/generation_service.h"
+#include "server/reflection_service.h"
 
 namespace loom {
 
@@ -29,8 +31,12 @@ struct GrpcServerOptions {
   bool keepalive_permit_without_calls = true;
   // HTTP/2 streams (calls) one connection may have open at once.
   int32_t max_concurrent_streams = 1024;
-  // Serve gRPC server reflection (grpcurl without .proto files).
-  bool reflection = true;
+  // gRPC server reflection (grpcurl without .proto files): served to anyone,
+  // to callers with a key of api_keys, or not at all.
+  enum class Reflection { kOpen, kAuth, kOff };
+  Reflection reflection = Reflection::kOpen;
+  // The keys reflection asks for under kAuth; must outlive the server.
+  const ApiKeyStore* api_keys = nullptr;
   // TLS (all PEM files; empty cert_file = plaintext). The files are watched
   // and re-read every tls_refresh, so that a rotated certificate (cert-manager)
   // serves new handshakes; client_ca_file turns on mTLS: a client must show a
@@ -69,17 +75,15 @@ class GrpcServer {
   void Shutdown(absl::Time deadline);
 
  private:
-  GrpcServer(std::unique_ptr<grpc::Server> server, int port,
-             std::unique_ptr<grpc::Server> health_server, int health_port)
-      : server_(std::move(server)),
-        port_(port),
-        health_server_(std::move(health_server)),
-        health_port_(health_port) {}
+  GrpcServer() = default;
 
+  // Declared before the servers that use them, so that they outlive them.
+  std::unique_ptr<ReflectionService> reflection_;  // null with reflection off
+  std::unique_ptr<grpc::CallbackGenericService> health_unimplemented_;
   std::unique_ptr<grpc::Server> server_;
-  int port_;
+  int port_ = 0;
   std::unique_ptr<grpc::Server> health_server_;  // null without one
-  int health_port_;
+  int health_port_ = 0;
   bool shut_down_ = false;
 };
 

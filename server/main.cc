@@ -106,7 +106,7 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "and OpenAI route then needs \"Authorization: Bearer <key>\". Reloaded on SIGHUP and "
           "when the file changes. Empty: no auth.");
 ABSL_FLAG(bool, metrics_require_auth, false, "GET /metrics needs an API key too.");
-ABSL_FLAG(std::string, reflection, "open", "gRPC server reflection: open or off.");
+ABSL_FLAG(std::string, reflection, "open", "gRPC server reflection: open, auth (needs a key of --api_keys_file) or off.");
 ABSL_FLAG(int32_t, tenant_max_concurrent_requests, 0,
           "Requests one tenant (of --api_keys_file) may have in flight; more get "
           "RESOURCE_EXHAUSTED / 429. 0: no cap.");

@@ -187,7 +187,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("threads", ">= 0 (0 = all cores)", absl::StrCat(c.threads));
   }
   LOOM_RETURN_IF_ERROR(ValidateKvEvents(c));
-  LOOM_RETURN_IF_ERROR(CheckOneOf("reflection", c.reflection, {"open", "off"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("reflection", c.reflection, {"open", "auth", "off"}));
+  if (c.reflection == "auth" && c.api_keys_file.empty()) {
+    return absl::InvalidArgumentError("reflection=auth needs --api_keys_file");
+  }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return absl::InvalidArgumentError("tls_cert_file and tls_key_file go together");
   }

@@ -73,7 +73,7 @@ struct ServerConfig {
   // API keys (server/api_keys.h): empty = auth off.
   std::string api_keys_file;
   bool metrics_require_auth = false;  // /metrics needs a key too
-  std::string reflection = "open";    // gRPC server reflection: open or off
+  std::string reflection = "open";    // gRPC server reflection: open, auth or off
   // Per-tenant admission (server/tenant_limiter.h), for keys that name a
   // tenant: requests in flight at most (0 = no cap), and the share of
   // --max_queued_requests one tenant's waiting requests may take (1 = all).

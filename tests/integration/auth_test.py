@@ -4,7 +4,8 @@
     official openai SDK) with no key, a wrong key and a right one: the status
     or HTTP code, and no engine work for the rejected ones (the request and
     token counters do not move);
-  - health, /healthz, /readyz, /metrics and reflection stay open;
+  - health, /healthz, /readyz, /metrics and reflection stay open, unless
+    --metrics_require_auth and --reflection=auth put the last two behind a key;
   - keys never reach the log;
   - the file reloads when it changes, and on SIGHUP when it looks unchanged;
   - tenants: the same prompt from tenant B finds none of tenant A's cached
@@ -257,9 +258,9 @@ class AuthTest(unittest.TestCase):
 class MetricsAuthTest(unittest.TestCase):
     """--metrics_require_auth puts /metrics behind a key; the debug listing
     always is with keys on; the probes never are. --metrics_port serves
-    /metrics alone."""
+    /metrics alone. --reflection=auth puts reflection behind a key."""
 
-    def test_metrics_and_debug_listing_need_a_key(self):
+    def test_metrics_debug_listing_and_reflection_need_a_key(self):
         with tempfile.TemporaryDirectory() as tmp:
             keys = os.path.join(tmp, "keys")
             with open(keys, "w") as f:
@@ -270,9 +271,27 @@ class MetricsAuthTest(unittest.TestCase):
             loomd = LoomdProcess(ARGS.loomd, [
                 "--threads=1", "--max_model_len=256", "--kv_cache_bytes=16777216",
                 f"--api_keys_file={keys}", "--metrics_require_auth", "--debug_kv_blocks",
-                f"--metrics_port={metrics_port}"], tmp)
+                f"--metrics_port={metrics_port}", "--reflection=auth"], tmp)
             loomd.start()
+            channel = grpc.insecure_channel(loomd.grpc_target)
             try:
+                reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+
+                def list_services(key):
+                    return list(reflection.ServerReflectionInfo(
+                        iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+                        metadata=bearer(key), timeout=TIMEOUT))
+                for key in (None, WRONG):
+                    with self.assertRaises(grpc.RpcError) as refused:
+                        list_services(key)
+                    self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+                names = {s.name for s in list_services("sk-metrics-3333")[0]
+                         .list_services_response.service}
+                self.assertIn("loom.v1.GenerationService", names)
+                health = health_pb2_grpc.HealthStub(channel)
+                self.assertEqual(health.Check(health_pb2.HealthCheckRequest(), timeout=TIMEOUT)
+                                 .status, health_pb2.HealthCheckResponse.SERVING)
+
                 def get(path, key=None, base=None):
                     req = urllib.request.Request((base or loomd.http) + path, headers=(
                         {"Authorization": f"Bearer {key}"} if key else {}))
@@ -295,6 +314,7 @@ class MetricsAuthTest(unittest.TestCase):
                 for path in ("/v1/models", "/healthz", "/debug/kv_blocks"):
                     self.assertEqual(get(path, "sk-metrics-3333", base=metrics_only), 404, path)
             finally:
+                channel.close()
                 self.assertEqual(loomd.stop(), 0)
 
 

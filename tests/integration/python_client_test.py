@@ -17,8 +17,11 @@ import threading
 import unittest
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase)
 from grpc_tools import protoc
 
 TIMEOUT = 60  # seconds per call
@@ -111,6 +114,37 @@ class LoomdPythonClientTest(unittest.TestCase):
         self.assertIn("loom.v1.GenerationService", names)
         self.assertIn("grpc.health.v1.Health", names)
         self.assertIn("grpc.reflection.v1alpha.ServerReflection", names)
+        self.assertIn("grpc.reflection.v1.ServerReflection", names)
+
+    def test_reflection_describes_the_api(self):
+        # As grpcurl's `describe` does: the pool fetches files by symbol.
+        pool = descriptor_pool.DescriptorPool(
+            ProtoReflectionDescriptorDatabase(self.channel))
+        generate = pool.FindMethodByName("loom.v1.GenerationService.Generate")
+        self.assertEqual(generate.input_type.full_name, "loom.v1.GenerateRequest")
+        self.assertIn("prompt", generate.input_type.fields_by_name)
+        self.assertEqual(pool.FindServiceByName("grpc.health.v1.Health").methods_by_name[
+            "Check"].output_type.full_name, "grpc.health.v1.HealthCheckResponse")
+        with self.assertRaises(KeyError):
+            pool.FindMessageTypeByName("loom.v1.NoSuchMessage")
+
+    def test_reflection_v1_answers_as_v1alpha_does(self):
+        # grpc.reflection.v1 has v1alpha's messages under another package,
+        # so v1alpha's classes encode and decode it.
+        call = self.channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+        requests = [reflection_pb2.ServerReflectionRequest(
+                        file_containing_symbol="loom.v1.GenerateRequest"),
+                    reflection_pb2.ServerReflectionRequest(file_by_filename="no/such.proto")]
+        replies = list(call(iter(requests), timeout=TIMEOUT))
+        self.assertEqual(len(replies), 2)
+        files = [descriptor_pb2.FileDescriptorProto.FromString(blob)
+                 for blob in replies[0].file_descriptor_response.file_descriptor_proto]
+        self.assertEqual(files[0].name, "loom/v1/generation.proto")
+        self.assertEqual(replies[1].error_response.error_code, grpc.StatusCode.NOT_FOUND.value[0])
+        self.assertIn("no/such.proto", replies[1].error_response.error_message)
 
     def test_model_info_and_tokenize(self):
         info = self.stub.GetModelInfo(self.pb2.GetModelInfoRequest(), timeout=TIMEOUT)

@@ -80,6 +80,20 @@ TEST(ServerConfigTest, MetricsPortAndTenantLimits) {
                 "with tenants");
 }
 
+TEST(ServerConfigTest, ReflectionIsOpenAuthOrOffAndAuthNeedsKeys) {
+  ServerConfig c = Valid();
+  for (const char* mode : {"open", "off"}) {
+    c.reflection = mode;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << mode;
+  }
+  c.reflection = "auth";
+  ExpectInvalid(c, "reflection=auth needs --api_keys_file");
+  c.api_keys_file = "/etc/loom/keys";
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+  c.reflection = "keys";
+  ExpectInvalid(c, "reflection must be one of open, auth, off; got \"keys\"");
+}
+
 TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   ServerConfig c = Valid();
   c.model = "";
