@@ -134,16 +134,19 @@ struct Node;
 using NodeList = std::vector<Node>;
 
 struct Node {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue, kMacro };
   Kind kind = Kind::kText;
   std::string text;                  // kText
   ExprPtr expr;                      // kOutput, kSet value, kFor iterable
   std::vector<std::string> targets;  // kFor loop variables; kSet: name, or {namespace, attr}
   // kIf: (condition, body) pairs in order; the else branch has a null condition.
   std::vector<std::pair<ExprPtr, NodeList>> branches;
-  NodeList body;       // kFor
+  NodeList body;       // kFor, kMacro
   NodeList else_body;  // kFor: when the iterable is empty
   ExprPtr filter;      // kFor ... if filter
+  // kMacro: its name is text; parameters in order, each with its default
+  // (null when it has none).
+  std::vector<std::pair<std::string, ExprPtr>> params;
 };
 
 struct Program {

@@ -1,6 +1,8 @@
 // Chat templates rendering OpenAI tools and tool calls: the Hermes-style
-// fixture template and Llama 3.1's, against jinja2 configured as transformers
-// (tools/golden/chat_tools.py), plus the Jinja features those templates use.
+// fixture template, Llama 3.1's and one built on macros, against jinja2
+// configured as transformers (tools/golden/chat_tools.py), plus the Jinja
+// features those templates use.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,26 +44,31 @@ std::vector<ChatTool> Tools(const Json& tools) {
 }
 
 std::unique_ptr<ChatTemplate> Template(const std::string& name, const Json& fixture) {
-  const std::string file = fixture["templates"][name];
-  std::string source = file.ends_with(".json")
-                           ? ReadFixtureJson(file)["template"].get<std::string>()
-                           : ReadFixtureText(file);
+  std::string source;
+  if (name == "macros") {
+    source = fixture["macros"];
+  } else {
+    const std::string file = fixture["templates"][name];
+    source = file.ends_with(".json") ? ReadFixtureJson(file)["template"].get<std::string>()
+                                     : ReadFixtureText(file);
+  }
   absl::StatusOr<std::unique_ptr<ChatTemplate>> t =
-      name == "hermes" ? ChatTemplate::FromJinja(source, "<|im_start|>", "<|im_end|>")
-                       : ChatTemplate::FromJinja(source, "<|begin_of_text|>", "<|eot_id|>");
+      name == "llama31" ? ChatTemplate::FromJinja(source, "<|begin_of_text|>", "<|eot_id|>")
+                        : ChatTemplate::FromJinja(source, "<|im_start|>", "<|im_end|>");
   EXPECT_TRUE(t.ok()) << name << ": " << t.status();
   return t.ok() ? *std::move(t) : nullptr;
 }
 
 TEST(ChatToolsTest, TemplatesRenderToolsAsTransformersDoes) {
   const Json fixture = Json::parse(ReadFixtureText("chat_tools.json"));
-  const std::unique_ptr<ChatTemplate> hermes = Template("hermes", fixture);
-  const std::unique_ptr<ChatTemplate> llama31 = Template("llama31", fixture);
-  ASSERT_NE(hermes, nullptr);
-  ASSERT_NE(llama31, nullptr);
+  std::map<std::string, std::unique_ptr<ChatTemplate>> templates;
+  for (const char* name : {"hermes", "llama31", "macros"}) {
+    templates[name] = Template(name, fixture);
+    ASSERT_NE(templates[name], nullptr);
+  }
   int cases = 0;
   for (const Json& c : fixture["cases"]) {
-    const ChatTemplate& t = c["template"] == "hermes" ? *hermes : *llama31;
+    const ChatTemplate& t = *templates.at(c["template"]);
     const std::vector<ChatMessage> messages = Messages(c["messages"]);
     const std::vector<ChatTool> tools = Tools(c["tools"]);
     absl::StatusOr<std::string> rendered = t.Render(messages, c["add_generation_prompt"], tools);
@@ -75,7 +82,7 @@ TEST(ChatToolsTest, TemplatesRenderToolsAsTransformersDoes) {
     }
     ++cases;
   }
-  EXPECT_EQ(cases, 10);
+  EXPECT_EQ(cases, 18);
 }
 
 absl::StatusOr<std::string> Render(const std::string& source, std::vector<ChatTool> tools = {},
@@ -96,6 +103,26 @@ TEST(ChatToolsTest, ToJsonKeepsKeyOrderAndIndents) {
       *Render("{% for k, v in tools[0].function.parameters | items %}{{ k }}{% endfor %}", tools),
       "za");
   EXPECT_FALSE(Render("{{ 1 | tojson(indent=-1) }}").ok());
+}
+
+TEST(ChatToolsTest, Macros) {
+  EXPECT_EQ(*Render("{% macro greet(who, punct='!') %}Hi {{ who }}{{ punct }}{% endmacro %}"
+                    "{{ greet('a') }} {{ greet('b', '?') }} {{ greet(punct='.', who='c') }}"),
+            "Hi a! Hi b? Hi c.");
+  EXPECT_EQ(*Render("{% macro count(n) %}{{ n }}{% if n > 0 %},{{ count(n - 1) }}{% endif %}"
+                    "{% endmacro %}{{ count(3) }}"),
+            "3,2,1,0");
+  EXPECT_EQ(*Render("{% macro m(x) %}{% for i in [1, 2] %}{% break %}{% endfor %}{{ x }}"
+                    "{% endmacro %}{% for j in [7, 8] %}{{ m(j) }}{% endfor %}"),
+            "78");
+  EXPECT_EQ(Render("{% macro m(x) %}{% endmacro %}{{ m(1, 2) }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% macro m(x) %}{% endmacro %}{{ m(y=1) }}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Unbounded recursion ends at the evaluation depth limit, not the stack's.
+  EXPECT_FALSE(Render("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}").ok());
+  EXPECT_FALSE(Render("{% macro m(x %}{% endmacro %}").ok());
+  EXPECT_FALSE(Render("{% macro m() %}no end").ok());
 }
 
 TEST(ChatToolsTest, SelectAndRejectFilters) {

@@ -6,8 +6,9 @@ trim_blocks, lstrip_blocks and loop controls, a `tojson` filter that calls
 json.dumps(ensure_ascii=False, sort_keys=False) and a `raise_exception`
 global; vLLM passes `tools` as the request's list and each assistant tool
 call's arguments parsed from their JSON text. This script does the same with
-jinja2 alone (no model download), for the Hermes-style fixture template and
-Llama 3.1's, and writes tests/fixtures/chat_tools.json.
+jinja2 alone (no model download), for the Hermes-style fixture template,
+Llama 3.1's and one that describes tools with macros, and writes
+tests/fixtures/chat_tools.json.
 
     python tools/golden/chat_tools.py
 """
@@ -47,6 +48,54 @@ WEATHER = {
     },
 }
 CLOCK = {"type": "function", "function": {"name": "now"}}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "terms": {"type": "array", "items": {"type": "string"}},
+                "filters": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "pages": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+                "anything": {},
+            },
+        },
+    },
+}
+
+# A template that describes functions with macros, as Hermes 2 Pro's
+# tool-use template does: a recursive one for types, one with a default and a
+# keyword argument for signatures.
+MACROS = """{%- macro py_type(spec) -%}
+{%- if spec.type == 'array' -%}
+list[{{ py_type(spec['items']) if spec['items'] is defined else 'Any' }}]
+{%- elif spec.type == 'object' -%}
+dict[str, {{ py_type(spec.additionalProperties) if spec.additionalProperties is mapping else 'Any' }}]
+{%- elif spec.type is defined -%}
+{{ {'string': 'str', 'integer': 'int', 'number': 'float', 'boolean': 'bool'}[spec.type] | default(spec.type) }}
+{%- else -%}
+Any
+{%- endif -%}
+{%- endmacro -%}
+{%- macro signature(function, sep=', ') -%}
+{%- set parameters = function.parameters if function.parameters is defined else {} -%}
+{{ function.name }}(
+{%- for name, spec in (parameters.properties | default({})) | items -%}
+{{ name }}: {{ py_type(spec) }}{{ sep if not loop.last }}
+{%- endfor -%}
+)
+{%- endmacro -%}
+{%- if tools %}<|im_start|>system
+Functions:
+{% for tool in tools %}- {{ signature(tool.function) if loop.first else signature(tool.function, sep='; ') }}
+{% endfor %}<|im_end|>
+{% endif %}
+{%- for message in messages %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
 
 CALL = {
     "id": "call_0",
@@ -67,6 +116,7 @@ CHATS = [
       {"role": "tool", "tool_call_id": "call_0", "content": "sunny"},
       {"role": "tool", "tool_call_id": "call_0", "content": "rainy"}], [WEATHER]),
     ([{"role": "user", "content": "No tools here."}], []),
+    ([{"role": "user", "content": "Find it."}], [SEARCH, WEATHER, CLOCK]),
 ]
 
 
@@ -105,9 +155,10 @@ def write_json(path, obj):
 
 def main():
     with open(HERMES, encoding="utf-8") as f:
-        sources = {"hermes": f.read(), "llama31": templates.LLAMA31}
+        sources = {"hermes": f.read(), "llama31": templates.LLAMA31, "macros": MACROS}
     specials = {"hermes": ("<|im_start|>", "<|im_end|>"),
-                "llama31": ("<|begin_of_text|>", "<|eot_id|>")}
+                "llama31": ("<|begin_of_text|>", "<|eot_id|>"),
+                "macros": ("<|im_start|>", "<|im_end|>")}
     env = environment()
     cases = []
     for name, source in sources.items():
@@ -128,6 +179,7 @@ def main():
         # Fixture files of the templates (llama32_tied's chat.json holds Llama 3.1's).
         "templates": {"hermes": "chat_templates/hermes_tools.jinja",
                       "llama31": "tiny/llama32_tied/chat.json"},
+        "macros": MACROS,
         "cases": cases,
     })
 
