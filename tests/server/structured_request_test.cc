@@ -5,12 +5,16 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "constraint/constraint_compiler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loom/v1/generation.pb.h"
+#include "server/request_builder.h"
 #include "server/request_constraint.h"
 #include "server/request_validator.h"
 #include "server/server_config.h"
+#include "tests/server/fake_model_frontend.h"
 
 namespace loom {
 namespace {
@@ -189,6 +193,84 @@ TEST(ConstraintSpecTest, ForcedCallsNeedAFormatAndNoOtherConstraint) {
   EXPECT_THAT(
       spec.status().message(),
       HasSubstr("messages.tool_choice forces tool calls, which is a constraint of its own"));
+}
+
+// The fake model's vocabulary: one token per byte, EOS 257.
+std::unique_ptr<ConstraintCompiler> FakeModelCompiler(int32_t max_states = 50000) {
+  ConstraintVocabulary vocabulary;
+  for (int b = 0; b < 256; ++b) vocabulary.token_bytes.emplace_back(1, static_cast<char>(b));
+  vocabulary.eos_token_ids = {257};
+  vocabulary.vocab_size = testing::FakeModelFrontend::kVocabSize;
+  ConstraintLimits limits;
+  limits.max_states = max_states;
+  return *ConstraintCompiler::Create(std::move(vocabulary), limits);
+}
+
+absl::StatusOr<RequestParams> Build(RequestBuilder& builder, const v1::GenerateRequest& request) {
+  return builder.Build(request, absl::Now(), absl::InfiniteFuture());
+}
+
+TEST(RequestBuilderConstraintTest, CompiledOncePerTextAndSharedByRequests) {
+  const testing::FakeModelFrontend model;
+  std::unique_ptr<ConstraintCompiler> compiler = FakeModelCompiler();
+  RequestBuilder builder(model, {}, {}, {compiler.get(), ToolCallFormat::kHermes});
+  v1::GenerateRequest r;
+  r.set_prompt("x");
+  absl::StatusOr<RequestParams> plain = Build(builder, r);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->constraint, nullptr);
+  r.set_json_schema(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  absl::StatusOr<RequestParams> first = Build(builder, r);
+  absl::StatusOr<RequestParams> second = Build(builder, r);
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_NE(first->constraint, nullptr);
+  EXPECT_EQ(first->constraint, second->constraint);
+  EXPECT_EQ(first->constraint->vocab_size(), testing::FakeModelFrontend::kVocabSize);
+  EXPECT_EQ(compiler->cache_stats().hits, 1);
+  // A forced tool call compiles its grammar; its matcher takes a valid call.
+  v1::GenerateRequest chat = Chat();
+  AddTool(chat, "now");
+  chat.mutable_messages()->set_tool_choice(v1::TOOL_CHOICE_REQUIRED);
+  absl::StatusOr<RequestParams> tools = Build(builder, chat);
+  ASSERT_TRUE(tools.ok()) << tools.status();
+  ASSERT_NE(tools->constraint, nullptr);
+  std::unique_ptr<ConstraintMatcher> matcher = tools->constraint->NewMatcher();
+  for (unsigned char c :
+       std::string("<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>")) {
+    ASSERT_TRUE(matcher->AcceptToken(c)) << c;
+  }
+  EXPECT_TRUE(matcher->IsAccepting());
+}
+
+TEST(RequestBuilderConstraintTest, CompileErrorsAndLimitsAreInvalidArgument) {
+  const testing::FakeModelFrontend model;
+  std::unique_ptr<ConstraintCompiler> compiler = FakeModelCompiler(/*max_states=*/40);
+  RequestBuilder builder(model, {}, {}, {compiler.get(), ToolCallFormat::kHermes});
+  v1::GenerateRequest r;
+  r.set_prompt("x");
+  r.set_regex("(ab");
+  absl::StatusOr<RequestParams> params = Build(builder, r);
+  EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(params.status().message(), HasSubstr("regex: at offset"));
+  r.set_regex("[a-z]{1,200}");
+  params = Build(builder, r);
+  EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(params.status().message(), HasSubstr("regex: "));
+  EXPECT_THAT(params.status().message(), HasSubstr("--max_constraint_states=40"));
+  v1::GenerateRequest chat = Chat();
+  AddTool(chat, "f", R"({"type": "object", "properties": {"a": {"patternProperties": {}}}})");
+  chat.mutable_messages()->set_tool_choice(v1::TOOL_CHOICE_FUNCTION);
+  chat.mutable_messages()->set_tool_choice_function("f");
+  params = Build(builder, chat);
+  EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(params.status().message(),
+              HasSubstr("messages.tools[0].parameters: at /properties/a"));
+
+  RequestBuilder without(model);
+  r.set_regex("a");
+  params = Build(without, r);
+  EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(params.status().message(), "regex: this server compiles no constraints");
 }
 
 TEST(StructuredOutputFlagsTest, Validated) {
