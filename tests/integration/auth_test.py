@@ -9,7 +9,8 @@
   - keys never reach the log;
   - the file reloads when it changes, and on SIGHUP when it looks unchanged;
   - tenants: the same prompt from tenant B finds none of tenant A's cached
-    blocks, also when B writes A's cache_salt, while A's repeat hits;
+    blocks, also when B writes A's cache_salt, while A's repeat hits; the
+    KV events a router follows carry the tenant-derived salts;
   - --tenant_max_concurrent_requests: a tenant with its cap of streams open
     gets RESOURCE_EXHAUSTED (gRPC) and 429 (HTTP), counted as rejected,
     while another tenant's requests complete; a finished stream frees a slot.
@@ -22,13 +23,16 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
 import urllib.request
 
 import grpc
+import msgpack
 import openai
+import zmq
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -48,6 +52,44 @@ def bearer(key):
     return [("authorization", f"Bearer {key}")] if key else []
 
 
+class SaltFollower(threading.Thread):
+    """Follows KV events as a router's indexer does (it binds, loomd
+    connects) and keeps the cache salts of the stored blocks. It reads all
+    the time, as a real consumer does: a ZeroMQ SUB sends its subscription
+    only once its own thread has taken the new connection in."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.context = zmq.Context()
+        self.sub = self.context.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.setsockopt_string(zmq.SUBSCRIBE, "")
+        self.port = self.sub.bind_to_random_port("tcp://127.0.0.1")
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.seen = set()
+
+    def run(self):
+        while not self.stopping.is_set():
+            if not self.sub.poll(50):
+                continue
+            _, _, payload = self.sub.recv_multipart()
+            for event in msgpack.unpackb(payload, raw=False)[1]:
+                if event[0] == "BlockStored" and len(event) == 9:
+                    with self.lock:
+                        self.seen.update(keys[0] for keys in event[8])
+
+    def salts(self):
+        with self.lock:
+            return set(self.seen)
+
+    def stop(self):
+        self.stopping.set()
+        self.join()
+        self.sub.close()
+        self.context.term()
+
+
 class AuthTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -56,15 +98,20 @@ class AuthTest(unittest.TestCase):
         with open(cls.keys_path, "w") as f:
             f.write(KEYS)
         cls.pb2, cls.pb2_grpc = generate_stubs(ARGS.proto_dir, cls.tmp.name)
+        cls.events = SaltFollower()
+        events_port = cls.events.port
         cls.loomd = LoomdProcess(ARGS.loomd, [
             "--threads=1", "--max_model_len=512", "--kv_cache_bytes=67108864",
-            f"--api_keys_file={cls.keys_path}"], cls.tmp.name)
+            f"--api_keys_file={cls.keys_path}",
+            f"--kv_events_endpoint=tcp://127.0.0.1:{events_port}"], cls.tmp.name)
         cls.loomd.start()
+        cls.events.start()
         cls.channel = grpc.insecure_channel(cls.loomd.grpc_target)
         cls.stub = cls.pb2_grpc.GenerationServiceStub(cls.channel)
 
     @classmethod
     def tearDownClass(cls):
+        cls.events.stop()
         cls.channel.close()
         code = cls.loomd.stop()
         cls.tmp.cleanup()
@@ -141,6 +188,14 @@ class AuthTest(unittest.TestCase):
         self.assertEqual(status, 200, text)
         return json.loads(text)["usage"]["prompt_tokens_details"]["cached_tokens"]
 
+    def stored_salts(self, wanted):
+        """The extra_keys salts of the BlockStored events so far, once every
+        salt of `wanted` has come (or a minute has passed)."""
+        deadline = time.monotonic() + 60
+        while not wanted <= self.events.salts() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.events.salts()
+
     def wait_until_accepted(self, key):
         deadline = time.monotonic() + 60
         while self.http("GET", "/v1/models", key=key)[0] != 200:
@@ -211,6 +266,11 @@ class AuthTest(unittest.TestCase):
         self.assertEqual(self.cached_tokens("sk-alpha-0123", salt="shared"), 0)
         self.assertEqual(self.cached_tokens("sk-alpha-0123", salt="shared"), 64)
         self.assertEqual(self.cached_tokens("sk-beta-4567", salt="shared"), 0)
+        # Routers see the tenant-derived salts, never a bare request salt.
+        wanted = {"tenant:5:alpha:", "tenant:4:beta:", "tenant:0::", "tenant:5:alpha:shared",
+                  "tenant:4:beta:shared"}
+        salts = self.stored_salts(wanted)
+        self.assertEqual(salts, wanted)
         self.assertEqual(self.cached_tokens("sk-beta-4567"), 64, "beta's own repeat hits")
 
     def test_6_keys_reload_on_change_and_on_sighup(self):
