@@ -57,6 +57,10 @@ struct Automaton {
   bool HasCalls(int32_t state) const {
     return states[state].calls_begin != states[state].calls_end;
   }
+  // A final state with no edges: all it can do is return to its caller.
+  bool IsPopOnly(int32_t state) const {
+    return states[state].final && !HasByteEdges(state) && !HasCalls(state);
+  }
 };
 
 }  // namespace loom::constraint

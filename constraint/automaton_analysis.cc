@@ -142,7 +142,7 @@ absl::Status CheckLeftRecursion(const Automaton& a, absl::Time deadline) {
   std::vector<std::vector<int32_t>> left(n);
   for (size_t r = 0; r < n; ++r) {
     if ((r & 63) == 0 && absl::Now() >= deadline) {
-      return absl::ResourceExhaustedError("compiling exceeds the compile-time limit");
+      return absl::InvalidArgumentError("compiling exceeds the compile-time limit");
     }
     for (int32_t s : EpsilonReachable(a, a.rule_start[r], nullable)) {
       const AutomatonState& st = a.states[s];
@@ -176,58 +176,6 @@ absl::Status CheckLeftRecursion(const Automaton& a, absl::Time deadline) {
     }
   }
   return absl::OkStatus();
-}
-
-std::vector<ByteSet> FollowBytes(const Automaton& a) {
-  const std::vector<bool> nullable = NullableRules(a);
-  const size_t n = a.states.size();
-  // first[s]: bytes consumable first from s without leaving its rule;
-  // ends[s]: whether s can end its rule without consuming a byte.
-  std::vector<ByteSet> first(n);
-  std::vector<bool> ends(n, false);
-  for (size_t s = 0; s < n; ++s) {
-    ends[s] = a.states[s].final;
-    for (int32_t e = a.states[s].edges_begin; e < a.states[s].edges_end; ++e) {
-      for (int b = a.byte_edges[e].lo; b <= a.byte_edges[e].hi; ++b) first[s].set(b);
-    }
-  }
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t s = n; s-- > 0;) {
-      const AutomatonState& st = a.states[s];
-      for (int32_t c = st.calls_begin; c < st.calls_end; ++c) {
-        const CallEdge& call = a.call_edges[c];
-        ByteSet f = first[s] | first[a.rule_start[call.rule]];
-        bool e = ends[s];
-        if (nullable[call.rule]) {
-          f |= first[call.target];
-          e = e || ends[call.target];
-        }
-        if (f != first[s] || e != ends[s]) {
-          first[s] = f;
-          ends[s] = e;
-          changed = true;
-        }
-      }
-    }
-  }
-  std::vector<ByteSet> follow(a.rule_start.size());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t s = 0; s < n; ++s) {
-      const AutomatonState& st = a.states[s];
-      for (int32_t c = st.calls_begin; c < st.calls_end; ++c) {
-        const CallEdge& call = a.call_edges[c];
-        ByteSet f = follow[call.rule] | first[call.target];
-        if (ends[call.target]) f |= follow[st.rule];
-        if (f != follow[call.rule]) {
-          follow[call.rule] = f;
-          changed = true;
-        }
-      }
-    }
-  }
-  return follow;
 }
 
 }  // namespace loom::constraint

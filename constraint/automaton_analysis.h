@@ -1,11 +1,9 @@
 // Whole-automaton analyses: which states can still reach an end (the rest is
 // cut away, so that a matcher never walks into a dead end), which rules can
-// match the empty text, left recursion (which the matcher could not expand),
-// and the bytes that may follow each rule's end, with which the token tables
-// tell a token that needs the stack below from one that no stack can take.
+// match the empty text, and left recursion (which the matcher could not
+// expand).
 #pragma once
 
-#include <bitset>
 #include <cstdint>
 #include <vector>
 
@@ -14,8 +12,6 @@
 #include "constraint/automaton.h"
 
 namespace loom::constraint {
-
-using ByteSet = std::bitset<256>;
 
 // Removes the edges into states from which their rule cannot end and the
 // calls of rules that match no text. INVALID_ARGUMENT when the root rule
@@ -26,10 +22,7 @@ absl::Status PruneDeadStates(Automaton& a);
 std::vector<bool> NullableRules(const Automaton& a);
 
 // INVALID_ARGUMENT naming a rule that can call itself before consuming a
-// byte; RESOURCE_EXHAUSTED past the deadline.
+// byte; INVALID_ARGUMENT past the deadline.
 absl::Status CheckLeftRecursion(const Automaton& a, absl::Time deadline);
-
-// Per rule: the bytes that can come right after it ends, in any context.
-std::vector<ByteSet> FollowBytes(const Automaton& a);
 
 }  // namespace loom::constraint

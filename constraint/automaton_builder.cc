@@ -18,12 +18,12 @@ namespace loom::constraint {
 namespace {
 
 absl::Status Exhausted(const AutomatonLimits& limits) {
-  return absl::ResourceExhaustedError(
+  return absl::InvalidArgumentError(
       absl::StrCat("the automaton exceeds the limit of ", limits.max_states, " states"));
 }
 
 absl::Status TooSlow() {
-  return absl::ResourceExhaustedError("compiling exceeds the compile-time limit");
+  return absl::InvalidArgumentError("compiling exceeds the compile-time limit");
 }
 
 // Subset construction of one rule's NFA, appended to the automaton. Call
@@ -135,6 +135,83 @@ class Determinizer {
   uint32_t generation_ = 0;
 };
 
+// Moore's partition refinement over the rule's states, the last ones of the
+// automaton (with their edges, the last edges): states that match the same
+// byte and call sequences to the rule's end are merged, which also makes
+// their token tables one. Signatures hold the class, finality and the edges
+// with targets replaced by classes (adjacent byte ranges to one class
+// joined); classes are renumbered until their number stops growing.
+void MinimizeLastRule(Automaton& a, int32_t state_begin, int32_t edge_begin, int32_t call_begin) {
+  const int32_t n = static_cast<int32_t>(a.states.size()) - state_begin;
+  std::vector<int32_t> cls(n), next_cls(n);
+  for (int32_t i = 0; i < n; ++i) cls[i] = a.states[state_begin + i].final ? 1 : 0;
+  int32_t num_classes = 0;
+  std::vector<int64_t> sig;
+  for (;;) {
+    absl::flat_hash_map<std::vector<int64_t>, int32_t> ids;
+    for (int32_t i = 0; i < n; ++i) {
+      const AutomatonState& st = a.states[state_begin + i];
+      sig.assign({cls[i]});
+      for (int32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        const ByteEdge& edge = a.byte_edges[e];
+        const int32_t target = cls[edge.target - state_begin];
+        if (sig.size() >= 4 && sig[sig.size() - 1] == target &&
+            sig[sig.size() - 2] + 1 == edge.lo) {
+          sig[sig.size() - 2] = edge.hi;
+        } else {
+          sig.insert(sig.end(), {edge.lo, edge.hi, target});
+        }
+      }
+      sig.push_back(-1);
+      for (int32_t c = st.calls_begin; c < st.calls_end; ++c) {
+        sig.insert(sig.end(), {a.call_edges[c].rule, cls[a.call_edges[c].target - state_begin]});
+      }
+      next_cls[i] = ids.try_emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+    }
+    const auto count = static_cast<int32_t>(ids.size());
+    cls.swap(next_cls);
+    if (count == num_classes) break;
+    num_classes = count;
+  }
+  // Class c becomes state state_begin + c; the start (state 0 of the rule)
+  // stays first because it was numbered first.
+  std::vector<int32_t> rep(num_classes, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    if (rep[cls[i]] < 0) rep[cls[i]] = i;
+  }
+  const std::vector<ByteEdge> edges(a.byte_edges.begin() + edge_begin, a.byte_edges.end());
+  const std::vector<CallEdge> calls(a.call_edges.begin() + call_begin, a.call_edges.end());
+  const std::vector<AutomatonState> old(a.states.begin() + state_begin, a.states.end());
+  a.byte_edges.resize(edge_begin);
+  a.call_edges.resize(call_begin);
+  a.states.resize(state_begin);
+  for (int32_t c = 0; c < num_classes; ++c) {
+    AutomatonState st = old[rep[c]];
+    const int32_t eb = st.edges_begin - edge_begin, ee = st.edges_end - edge_begin;
+    const int32_t cb = st.calls_begin - call_begin, ce = st.calls_end - call_begin;
+    st.edges_begin = static_cast<int32_t>(a.byte_edges.size());
+    for (int32_t e = eb; e < ee; ++e) {
+      ByteEdge edge = edges[e];
+      edge.target = state_begin + cls[edge.target - state_begin];
+      if (!a.byte_edges.empty() && static_cast<int32_t>(a.byte_edges.size()) > st.edges_begin &&
+          a.byte_edges.back().target == edge.target && a.byte_edges.back().hi + 1 == edge.lo) {
+        a.byte_edges.back().hi = edge.hi;
+      } else {
+        a.byte_edges.push_back(edge);
+      }
+    }
+    st.edges_end = static_cast<int32_t>(a.byte_edges.size());
+    st.calls_begin = static_cast<int32_t>(a.call_edges.size());
+    for (int32_t k = cb; k < ce; ++k) {
+      CallEdge call = calls[k];
+      call.target = state_begin + cls[call.target - state_begin];
+      a.call_edges.push_back(call);
+    }
+    st.calls_end = static_cast<int32_t>(a.call_edges.size());
+    a.states.push_back(st);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Automaton> BuildAutomaton(const Grammar& grammar, const AutomatonLimits& limits) {
@@ -152,8 +229,10 @@ absl::StatusOr<Automaton> BuildAutomaton(const Grammar& grammar, const Automaton
     const int64_t left = limits.max_states - static_cast<int64_t>(a.states.size());
     LOOM_RETURN_IF_ERROR(BuildRuleNfa(grammar, rule, inlined, 8 * std::max<int64_t>(left, 1), nfa));
     const int32_t calls_begin = static_cast<int32_t>(a.call_edges.size());
+    const int32_t edges_begin = static_cast<int32_t>(a.byte_edges.size());
     a.rule_start.push_back(static_cast<int32_t>(a.states.size()));
     LOOM_RETURN_IF_ERROR(Determinizer(nfa, index_of[rule], a, limits).Run());
+    MinimizeLastRule(a, a.rule_start.back(), edges_begin, calls_begin);
     for (size_t c = calls_begin; c < a.call_edges.size(); ++c) {
       const int32_t callee = a.call_edges[c].rule;
       if (index_of[callee] < 0) {

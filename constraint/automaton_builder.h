@@ -1,6 +1,7 @@
 // Grammar -> Automaton: each rule that is called (not inlined) gets its own
 // automaton, made deterministic by subset construction over byte ranges and
-// rule calls, and pruned to the states from which the rule can still end.
+// rule calls, minimized, and pruned to the states from which the rule can
+// still end.
 // Grammars the matcher could not run are refused: left recursion (a rule that
 // reaches itself before consuming a byte) and a root that matches no text.
 #pragma once
@@ -20,7 +21,7 @@ struct AutomatonLimits {
 };
 
 // INVALID_ARGUMENT for a left-recursive rule or a root that matches nothing;
-// RESOURCE_EXHAUSTED past the state limit or the deadline.
+// INVALID_ARGUMENT past the state limit or the deadline.
 absl::StatusOr<Automaton> BuildAutomaton(const Grammar& grammar, const AutomatonLimits& limits);
 
 }  // namespace loom::constraint

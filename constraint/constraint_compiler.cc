@@ -115,7 +115,7 @@ class ConstraintCompiler::Impl {
     const size_t size =
         spec.kind == ConstraintKind::kChoice ? CacheKey(spec).size() : spec.text.size();
     if (static_cast<int64_t>(size) > limits_.max_text_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           "the constraint is ", size, " bytes, above the limit of ", limits_.max_text_bytes));
     }
     const absl::Time deadline = absl::Now() + limits_.max_compile_time;

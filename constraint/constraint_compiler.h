@@ -29,7 +29,8 @@ struct ConstraintVocabulary {
 };
 
 // Bounds on what one Compile() may cost. A constraint over a limit is refused
-// (RESOURCE_EXHAUSTED naming the limit), never run.
+// (INVALID_ARGUMENT naming the limit, as any field over its size limit is),
+// never run.
 struct ConstraintLimits {
   int64_t max_text_bytes = 256 * 1024;  // schema, regex or grammar text
   int32_t max_states = 50000;           // automaton states after compilation
@@ -59,8 +60,9 @@ class ConstraintCompiler {
   //   json_schema: at /properties/age: unsupported keyword "patternProperties"
   //   regex: at offset 7: unbalanced ')'
   //   grammar: line 3 col 12: undefined rule "foo"
-  // RESOURCE_EXHAUSTED when the text, the automaton or the compile time
-  // exceeds its limit.
+  // INVALID_ARGUMENT as well when the text, the automaton or the compile time
+  // exceeds its limit ("regex: the automaton exceeds the limit of 50000
+  // states").
   absl::StatusOr<std::shared_ptr<const TokenConstraint>> Compile(const ConstraintSpec& spec);
 
   // Thread-safe.

@@ -44,6 +44,7 @@ std::unique_ptr<ConstraintMatcher> GrammarMatcher::Clone() const {
 }
 
 void GrammarMatcher::Settle(std::vector<StackTop> tops) {
+  walker_.Reduce(tops);
   tops_ = std::move(tops);
   walker_.Close(tops_, closure_);
   accepting_ = closure_.accepting;
@@ -109,7 +110,6 @@ void GrammarMatcher::Rollback(int32_t num_tokens) {
   closure_.ready.assign(tops + static_cast<std::ptrdiff_t>(cp.num_tops),
                         tops + static_cast<std::ptrdiff_t>(cp.num_tops + cp.num_ready));
   closure_.accepting = cp.accepting;
-  closure_.reaches_context = false;
   accepting_ = cp.accepting;
   terminated_ = cp.terminated;
   saved_tops_.resize(cp.tops_begin);

@@ -180,7 +180,7 @@ class NfaBuilder {
  private:
   int32_t NewState() {
     if (static_cast<int64_t>(nfa_.states.size()) >= max_states_ && status_.ok()) {
-      status_ = absl::ResourceExhaustedError(
+      status_ = absl::InvalidArgumentError(
           absl::StrCat("the automaton exceeds the limit of ", max_states_, " states"));
     }
     if (!status_.ok()) return 0;

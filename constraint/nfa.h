@@ -39,7 +39,7 @@ struct Nfa {
 // class, never the root.
 std::vector<bool> InlinableRules(const Grammar& grammar);
 
-// RESOURCE_EXHAUSTED when the automaton would exceed max_states.
+// INVALID_ARGUMENT when the automaton would exceed max_states.
 absl::Status BuildRuleNfa(const Grammar& grammar, int32_t rule, const std::vector<bool>& inlined,
                           int64_t max_states, Nfa& nfa);
 

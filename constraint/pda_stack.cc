@@ -22,7 +22,6 @@ int32_t PdaWalker::MakeFrame(int32_t state, int32_t parent, size_t first_new) {
 void PdaWalker::Close(std::span<const StackTop> tops, Closure& out) {
   out.ready.clear();
   out.accepting = false;
-  out.reaches_context = false;
   const size_t first_new = frames_.size();
   work_.assign(tops.begin(), tops.end());
   seen_.clear();
@@ -42,8 +41,9 @@ void PdaWalker::Close(std::span<const StackTop> tops, Closure& out) {
     if (!st.final) continue;
     if (top.parent == kBottom) {
       out.accepting = true;
-    } else if (top.parent == kContext) {
-      out.reaches_context = true;
+    } else if (top.parent == kContext || top.parent == kAnyStack) {
+      if (return_sites_ == nullptr) continue;
+      for (int32_t site : (*return_sites_)[st.rule]) work_.push_back({site, kAnyStack});
     } else {
       const Frame& below = frames_[top.parent];
       work_.push_back({below.state, below.parent});
@@ -60,6 +60,22 @@ void PdaWalker::Step(std::span<const StackTop> ready, uint8_t byte,
     const StackTop moved{next, top.parent};
     if (std::find(out.begin(), out.end(), moved) == out.end()) out.push_back(moved);
   }
+}
+
+void PdaWalker::Reduce(std::vector<StackTop>& tops) const {
+  size_t kept = 0;
+  for (size_t i = 0; i < tops.size(); ++i) {
+    StackTop top = tops[i];
+    while (top.parent >= 0 && a_.IsPopOnly(top.state)) {
+      const Frame& below = frames_[top.parent];
+      top = {below.state, below.parent};
+    }
+    if (std::find(tops.begin(), tops.begin() + static_cast<std::ptrdiff_t>(kept), top) ==
+        tops.begin() + static_cast<std::ptrdiff_t>(kept)) {
+      tops[kept++] = top;
+    }
+  }
+  tops.resize(kept);
 }
 
 }  // namespace loom::constraint

@@ -23,6 +23,9 @@ inline constexpr int32_t kBottom = -1;
 // Below a state whose token table is being computed: whatever stack the
 // matcher will hold there, unknown at compile time.
 inline constexpr int32_t kContext = -2;
+// Below a stack that a token table's walk guessed after popping kContext:
+// the state is one its rule may return to, the rest unknown.
+inline constexpr int32_t kAnyStack = -3;
 
 struct Frame {
   int32_t state = 0;
@@ -41,16 +44,28 @@ struct StackTop {
 inline constexpr size_t kMaxStacks = 256;
 
 struct Closure {
-  std::vector<StackTop> ready;   // tops whose state has byte edges
-  bool accepting = false;        // a stack popped to kBottom: the output may end here
-  bool reaches_context = false;  // a stack popped to kContext
+  std::vector<StackTop> ready;  // tops whose state has byte edges
+  bool accepting = false;       // a stack popped to kBottom: the output may end here
 };
 
 class PdaWalker {
  public:
-  // frames must outlive the walker; Close() appends to it.
-  PdaWalker(const Automaton& automaton, std::vector<Frame>& frames)
-      : a_(automaton), frames_(frames) {}
+  // frames must outlive the walker; Close() appends to it. With
+  // return_sites (per rule, the states its callers continue at), a pop below
+  // kContext or kAnyStack continues at every return site of the popped
+  // rule, over kAnyStack: the walk then covers every stack that could be
+  // below (the token tables' walks; a matcher knows its stack).
+  PdaWalker(const Automaton& automaton, std::vector<Frame>& frames,
+            const std::vector<std::vector<int32_t>>* return_sites = nullptr)
+      : a_(automaton), frames_(frames), return_sites_(return_sites) {}
+
+  // Whether the stack under `top` is the table state's own (ends in
+  // kContext or kBottom), not one guessed past it (kAnyStack).
+  bool IsCertain(const StackTop& top) const {
+    int32_t parent = top.parent;
+    while (parent >= 0) parent = frames_[parent].parent;
+    return parent != kAnyStack;
+  }
 
   // The tops reachable from `tops` by calls and returns, without consuming a
   // byte, that can consume one; replaces `out`.
@@ -59,6 +74,11 @@ class PdaWalker {
   // The tops after consuming `byte` from `ready` (Close()'s output); replaces
   // `out`. Empty: no stack can take the byte.
   void Step(std::span<const StackTop> ready, uint8_t byte, std::vector<StackTop>& out) const;
+
+  // Replaces every top in a state that can only return (IsPopOnly) and has a
+  // frame below by that frame, as often as that holds, so that the tops rest
+  // where the next byte is decided and their token tables say the most.
+  void Reduce(std::vector<StackTop>& tops) const;
 
   // Whether the closure of `top` is `top` itself (no calls, not final): the
   // common case inside a rule, which needs no Close().
@@ -72,6 +92,7 @@ class PdaWalker {
 
   const Automaton& a_;
   std::vector<Frame>& frames_;
+  const std::vector<std::vector<int32_t>>* return_sites_;
   std::vector<StackTop> work_;
   std::vector<StackTop> seen_;
 };

@@ -6,11 +6,20 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
-#include "constraint/automaton_analysis.h"
 #include "constraint/pda_stack.h"
 #include "types/constraint.h"
 
 namespace loom::constraint {
+
+// Per rule, the states its callers continue at once it returns.
+std::vector<std::vector<int32_t>> ReturnSites(const Automaton& a) {
+  std::vector<std::vector<int32_t>> sites(a.rule_start.size());
+  for (const CallEdge& c : a.call_edges) {
+    std::vector<int32_t>& s = sites[c.rule];
+    if (std::find(s.begin(), s.end(), c.target) == s.end()) s.push_back(c.target);
+  }
+  return sites;
+}
 
 // Walks the token trie once per table state (see token_tables.h). Per trie
 // depth it keeps the stack tops after that many bytes of the current path and
@@ -24,13 +33,13 @@ class TableBuilder {
         trie_(trie),
         token_bytes_(token_bytes),
         out_(out),
-        follow_(FollowBytes(a)),
-        walker_(a, frames_) {
+        return_sites_(ReturnSites(a)),
+        walker_(a, frames_, &return_sites_),
+        next_row_(a.states.size(), -1) {
     const size_t depth = static_cast<size_t>(trie.max_depth()) + 1;
     tops_.resize(depth);
     closures_.resize(depth);
     closed_.resize(depth);
-    marked_.resize(depth);
     frames_at_.resize(depth);
   }
 
@@ -43,11 +52,9 @@ class TableBuilder {
 
  private:
   void Walk(int32_t state) {
-    context_rule_ = a_.states[state].rule;
     frames_.clear();
     tops_[0] = {StackTop{state, kContext}};
     closed_[0] = false;
-    marked_[0] = false;
     frames_at_[0] = 0;
     const std::vector<TokenTrie::Node>& nodes = trie_.nodes();
     const std::vector<int32_t>& ids = trie_.token_ids();
@@ -56,22 +63,47 @@ class TableBuilder {
       const TokenTrie::Node& node = nodes[k];
       const int32_t d = node.depth;
       const Closure& parent = CloseDepth(d - 1);
-      walker_.Step(parent.ready, node.byte, tops_[d]);
-      marked_[d] = marked_[d - 1] || (parent.reaches_context && follow_[context_rule_][node.byte]);
+      if (parent.ready.size() == 1) {
+        // The common case, one stack: no dedup, no allocation.
+        std::vector<StackTop>& here = tops_[d];
+        here.clear();
+        const int32_t next = Next(parent.ready[0].state, node.byte);
+        if (next >= 0) here.push_back({next, parent.ready[0].parent});
+      } else {
+        walker_.Step(parent.ready, node.byte, tops_[d]);
+      }
       closed_[d] = false;
       frames_at_[d] = frames_.size();
       if (tops_[d].empty()) {
-        if (marked_[d]) {
-          const int32_t end = nodes[node.subtree_end - 1].tokens_end;
-          uncertain_.insert(uncertain_.end(), ids.begin() + node.tokens_begin, ids.begin() + end);
-        }
+        // No stack, the guessed ones included, takes this prefix.
         k = static_cast<size_t>(node.subtree_end);
         continue;
       }
-      accepted_.insert(accepted_.end(), ids.begin() + node.tokens_begin,
-                       ids.begin() + node.tokens_end);
+      if (node.tokens_begin != node.tokens_end) {
+        const bool certain = std::any_of(tops_[d].begin(), tops_[d].end(),
+                                         [&](const StackTop& t) { return walker_.IsCertain(t); });
+        std::vector<int32_t>& set = certain ? accepted_ : uncertain_;
+        set.insert(set.end(), ids.begin() + node.tokens_begin, ids.begin() + node.tokens_end);
+      }
       ++k;
     }
+  }
+
+  // Automaton::Next, through a 256-entry row for states with many edges (a
+  // string's characters), built on first use.
+  int32_t Next(int32_t state, uint8_t byte) {
+    const AutomatonState& st = a_.states[state];
+    if (st.edges_end - st.edges_begin <= kDirectEdges) return a_.Next(state, byte);
+    int32_t& row = next_row_[state];
+    if (row < 0) {
+      row = static_cast<int32_t>(next_rows_.size());
+      next_rows_.resize(next_rows_.size() + 256, -1);
+      for (int32_t e = st.edges_begin; e < st.edges_end; ++e) {
+        const ByteEdge& edge = a_.byte_edges[e];
+        for (int b = edge.lo; b <= edge.hi; ++b) next_rows_[row + b] = edge.target;
+      }
+    }
+    return next_rows_[row + byte];
   }
 
   const Closure& CloseDepth(int32_t d) {
@@ -82,7 +114,6 @@ class TableBuilder {
     if (tops.size() == 1 && walker_.IsPlain(tops[0])) {
       c.ready = tops;
       c.accepting = false;
-      c.reaches_context = false;
       return c;
     }
     frames_.resize(frames_at_[d]);
@@ -93,7 +124,6 @@ class TableBuilder {
   // Appends the walk's sets to the output as one table.
   void Store() {
     TokenTables::Table table;
-    std::sort(accepted_.begin(), accepted_.end());
     // A bitmap once the list would take more than half its size.
     if (static_cast<int64_t>(accepted_.size()) * 2 > out_.words_) {
       table.bitmap = static_cast<int32_t>(out_.bitmaps_.size());
@@ -101,6 +131,7 @@ class TableBuilder {
       uint32_t* bits = out_.bitmaps_.data() + table.bitmap;
       for (int32_t t : accepted_) bits[t >> 5] |= 1u << (t & 31);
     } else {
+      std::sort(accepted_.begin(), accepted_.end());
       table.accepted_begin = static_cast<int32_t>(out_.accepted_.size());
       out_.accepted_.insert(out_.accepted_.end(), accepted_.begin(), accepted_.end());
       table.accepted_end = static_cast<int32_t>(out_.accepted_.size());
@@ -125,18 +156,19 @@ class TableBuilder {
   const TokenTrie& trie_;
   const std::vector<std::string>& token_bytes_;
   TokenTables& out_;
-  const std::vector<ByteSet> follow_;
+  const std::vector<std::vector<int32_t>> return_sites_;
   std::vector<Frame> frames_;
   PdaWalker walker_;
-  // The rule of the state being walked: kContext stands for what follows it.
-  int32_t context_rule_ = 0;
   std::vector<std::vector<StackTop>> tops_;
   std::vector<Closure> closures_;
-  std::vector<bool> closed_;
-  std::vector<bool> marked_;
+  std::vector<uint8_t> closed_;
   std::vector<size_t> frames_at_;
   std::vector<int32_t> accepted_;
   std::vector<int32_t> uncertain_;
+  // Next's rows: next_row_[state] is the offset of its 256 targets, or -1.
+  static constexpr int32_t kDirectEdges = 4;
+  std::vector<int32_t> next_row_;
+  std::vector<int32_t> next_rows_;
 };
 
 absl::StatusOr<TokenTables> TokenTables::Build(const Automaton& automaton, const TokenTrie& trie,
@@ -144,16 +176,23 @@ absl::StatusOr<TokenTables> TokenTables::Build(const Automaton& automaton, const
                                                int32_t vocab_size, absl::Time deadline) {
   TokenTables out;
   out.words_ = TokenBitmaskWords(vocab_size);
-  // The states a stack top can rest in between tokens.
+  // The states a stack top can rest in between tokens: the root's start,
+  // where a byte or a return leads, except where the matcher returns at once
+  // (PdaWalker::Reduce) because only the root's end has no caller.
   std::vector<bool> needed(automaton.states.size(), false);
   needed[automaton.rule_start[automaton.root_rule]] = true;
   for (const ByteEdge& e : automaton.byte_edges) needed[e.target] = true;
+  for (const CallEdge& c : automaton.call_edges) needed[c.target] = true;
+  for (size_t s = 0; s < automaton.states.size(); ++s) {
+    const bool root = automaton.states[s].rule == automaton.root_rule;
+    if (automaton.IsPopOnly(static_cast<int32_t>(s)) && !root) needed[s] = false;
+  }
   out.table_of_state_.assign(automaton.states.size(), -1);
   TableBuilder builder(automaton, trie, token_bytes, out);
   for (size_t s = 0; s < automaton.states.size(); ++s) {
     if (!needed[s]) continue;
     if (absl::Now() >= deadline) {
-      return absl::ResourceExhaustedError("compiling exceeds the compile-time limit");
+      return absl::InvalidArgumentError("compiling exceeds the compile-time limit");
     }
     out.table_of_state_[s] = static_cast<int32_t>(out.tables_.size());
     builder.Build(static_cast<int32_t>(s));

@@ -2,10 +2,11 @@
 // constraint against the vocabulary (xgrammar's adaptive token mask cache).
 // Walking the token trie from a state with an unknown stack below it sorts
 // every token into one of three sets:
-//   accepted   some path consumes all its bytes without leaving the state's
-//              rule: allowed whatever the stack below holds;
-//   rejected   no path consumes it, and none leaves the rule with a next byte
-//              that could follow the rule: never allowed;
+//   accepted   some path consumes all its bytes without popping the state's
+//              own frame: allowed whatever the stack below holds;
+//   rejected   no path consumes it, not even one that pops the frame and goes
+//              on at any place the rule may return to (and so on, further
+//              down): never allowed;
 //   uncertain  the rest: only the stack below can tell, so the matcher walks
 //              these (usually few) tokens at run time.
 // A step's mask is then the accepted set (a copied bitmap or a short list)
@@ -40,11 +41,12 @@ class TokenTables {
   };
 
   // Tables for every state that can be a stack top between tokens (the root's
-  // start and every byte edge's target). RESOURCE_EXHAUSTED past the deadline.
+  // start and every byte edge's target). INVALID_ARGUMENT past the deadline.
   static absl::StatusOr<TokenTables> Build(const Automaton& automaton, const TokenTrie& trie,
                                            const std::vector<std::string>& token_bytes,
                                            int32_t vocab_size, absl::Time deadline);
 
+  bool Has(int32_t state) const { return table_of_state_[state] >= 0; }
   const Table& For(int32_t state) const { return tables_[table_of_state_[state]]; }
   // Sets the bits of the table's accepted tokens.
   void OrAccepted(const Table& table, std::span<uint32_t> mask) const;

@@ -180,6 +180,12 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
     return absl::UnimplementedError(
         absl::StrCat("prompt_logprobs is not supported on the ", geometry_.device, " executor"));
   }
+  if (params.constraint != nullptr && geometry_.vocab_size > 0 &&
+      params.constraint->vocab_size() != geometry_.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the constraint's token masks cover ", params.constraint->vocab_size(),
+                     " tokens; the model's vocabulary has ", geometry_.vocab_size));
+  }
   const int32_t num_queued = num_waiting_ + inbox_submits_;
   const int32_t limit = config_.scheduler.max_queued_requests;
   if (num_queued >= limit) {

@@ -117,6 +117,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   g.max_model_len = max_model_len_;
   g.device = "cpu";
   g.prompt_logprobs = true;
+  g.vocab_size = config_.vocab_size;
   // The conversion dtype: with auto it names the weights that are not kept
   // in ggml blocks (weights() tells which are).
   g.dtype = LinearDTypeName(dtype_);
@@ -126,6 +127,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
 absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
   batch_.Clear();
   sample_seqs_.clear();
+  sample_masks_.clear();
   prompt_rows_.clear();
   int32_t max_blocks = 0;
   for (const ScheduledSeq& seq : plan.seqs) {
@@ -171,6 +173,7 @@ absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
       }
       batch_.logit_rows.push_back(batch_.num_tokens() - 1);
       sample_seqs_.push_back(&seq);
+      if (!plan.token_masks.row_of_seq.empty()) sample_masks_.push_back(plan.token_masks.RowOf(s));
     }
   }
   // After every sampling row, so that the sampler sees its rows first.
@@ -217,8 +220,9 @@ absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
     logits_.resize(sample_seqs_.size() * static_cast<size_t>(config_.vocab_size));
   }
   if (!sample_seqs_.empty()) {
-    LOOM_ASSIGN_OR_RETURN(result.sampled,
-                          sampler_.Sample(sample_seqs_, logits_, sampling_limits_, *pool_));
+    LOOM_ASSIGN_OR_RETURN(
+        result.sampled, sampler_.Sample(sample_seqs_, sample_masks_, plan.token_masks.words_per_row,
+                                        logits_, sampling_limits_, *pool_));
   }
   return result;
 }

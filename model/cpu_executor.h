@@ -49,6 +49,8 @@ class CpuExecutor final : public Executor {
   int32_t max_model_len_ = 0;
   ForwardBatch batch_;
   std::vector<const ScheduledSeq*> sample_seqs_;
+  // Parallel to sample_seqs_ when the plan has token masks, else empty.
+  std::vector<const uint32_t*> sample_masks_;
   // Logit rows past the sampling ones: prompt positions to score.
   struct PromptRow {
     const ScheduledSeq* seq;

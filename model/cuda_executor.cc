@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -37,6 +38,7 @@ class CudaExecutorImpl {
     ExecutorGeometry g{num_blocks_, options_.block_size, max_model_len_, "cuda", "bfloat16"};
     g.max_num_seqs = options_.max_num_seqs;
     g.max_num_batched_tokens = max_tokens_;
+    g.vocab_size = config_.vocab_size;
     return g;
   }
   void set_use_graphs(bool on) { use_graphs_ = on; }
@@ -58,7 +60,8 @@ class CudaExecutorImpl {
   CudaStepInputs DeviceInputs(const StepShape& shape, int32_t num_rows) const;
   // Writes the int32 inputs and the sampling pack; returns the ids of the sampled seqs.
   absl::StatusOr<std::vector<int64_t>> PackInputs(const StepPlan& plan, const StepShape& shape);
-  absl::Status AddSamplingRow(const ScheduledSeq& s);
+  // mask: the sample's token mask (TokenMasks::RowOf), or null.
+  absl::Status AddSamplingRow(const ScheduledSeq& s, const uint32_t* mask, int32_t mask_words);
   absl::Status Upload(const StepShape& shape, const kc::SamplingUploadOffsets& at);
   absl::Status Sample(const kc::SamplingUploadOffsets& at, int32_t num_rows);
   StepResult Unpack(const std::vector<int64_t>& seq_ids) const;
@@ -285,12 +288,15 @@ absl::StatusOr<CudaExecutorImpl::StepShape> CudaExecutorImpl::Plan(const StepPla
   return shape;
 }
 
-absl::Status CudaExecutorImpl::AddSamplingRow(const ScheduledSeq& s) {
+absl::Status CudaExecutorImpl::AddSamplingRow(const ScheduledSeq& s, const uint32_t* mask,
+                                              int32_t mask_words) {
   const SamplingRowLimits limits{.vocab_size = config_.vocab_size,
                                  .max_logit_bias = options_.max_logit_bias,
                                  .max_top_logprobs = options_.max_top_logprobs};
   LOOM_ASSIGN_OR_RETURN(kernels::SamplingRowParams r,
                         MakeSamplingRow(s, limits, bias_ids_, bias_values_));
+  r.allowed_tokens = mask;
+  r.allowed_words = mask == nullptr ? 0 : mask_words;
   pack_.Add(r);
   return absl::OkStatus();
 }
@@ -319,7 +325,8 @@ absl::StatusOr<std::vector<int64_t>> CudaExecutorImpl::PackInputs(const StepPlan
     if (s.sample) {
       h[l.sample_rows + sampled.size()] = row - 1;
       sampled.push_back(s.seq_id);
-      LOOM_RETURN_IF_ERROR(AddSamplingRow(s));
+      LOOM_RETURN_IF_ERROR(
+          AddSamplingRow(s, plan.token_masks.RowOf(i), plan.token_masks.words_per_row));
     }
   }
   h[l.query_start + shape.num_seqs] = row;
@@ -346,6 +353,7 @@ absl::Status CudaExecutorImpl::Sample(const kc::SamplingUploadOffsets& at, int32
   sp.penalties = reinterpret_cast<const kc::PenaltyEntry*>(dev_in_ + at.penalties);
   sp.bias_ids = reinterpret_cast<const int32_t*>(dev_in_ + at.bias_ids);
   sp.bias_values = reinterpret_cast<const float*>(dev_in_ + at.bias_values);
+  sp.masks = reinterpret_cast<const uint32_t*>(dev_in_ + at.masks);
   auto* out = reinterpret_cast<int32_t*>(dev_out_);
   sp.out_token_ids = out;
   sp.out_logprobs = reinterpret_cast<float*>(out + cap);
@@ -371,7 +379,9 @@ StepResult CudaExecutorImpl::Unpack(const std::vector<int64_t>& seq_ids) const {
     t.token_id = ho[r];
     t.logprob = ho_f[cap + r];
     for (int32_t k = 0; k < pack_.rows[r].num_logprobs; ++k) {
-      t.top.push_back({ho[2 * cap + r * top + k], ho_f[2 * cap + cap * top + r * top + k]});
+      const float logprob = ho_f[2 * cap + cap * top + r * top + k];
+      if (std::isinf(logprob) && logprob < 0) break;  // masked out: not an alternative
+      t.top.push_back({ho[2 * cap + r * top + k], logprob});
     }
     result.sampled.push_back(std::move(t));
   }

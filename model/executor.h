@@ -26,6 +26,9 @@ struct ExecutorGeometry {
   // Whether Execute honours ScheduledSeq::num_prompt_logprobs; the engine
   // refuses requests for prompt logprobs otherwise.
   bool prompt_logprobs = false;
+  // Logits per sampled row; 0: unknown. A constrained request's token masks
+  // must cover exactly this many tokens (Engine::Submit checks).
+  int32_t vocab_size = 0;
 };
 
 class Executor {

@@ -56,8 +56,41 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   if (!preempted) {
     AdmitWaiting(now, budget, plan);
   }
+  FillTokenMasks(plan);
   in_flight_ = true;
   return plan;
+}
+
+void Scheduler::FillTokenMasks(StepPlan& plan) const {
+  if (num_constrained_requests_ == 0) {
+    return;
+  }
+  TokenMasks& masks = plan.token_masks;
+  int32_t num_rows = 0;
+  for (size_t i = 0; i < scheduled_.size(); ++i) {
+    const Sequence& seq = *scheduled_[i].seq;
+    if (!scheduled_[i].sample || !seq.has_constraint) {
+      continue;
+    }
+    if (masks.row_of_seq.empty()) {
+      masks.row_of_seq.assign(plan.seqs.size(), -1);
+      masks.words_per_row = TokenBitmaskWords(seq.request->constraint->vocab_size());
+    }
+    masks.row_of_seq[i] = num_rows++;
+  }
+  masks.bits.assign(static_cast<size_t>(num_rows) * masks.words_per_row, 0u);
+  for (size_t i = 0; i < masks.row_of_seq.size(); ++i) {
+    const int32_t row = masks.row_of_seq[i];
+    if (row < 0) {
+      continue;
+    }
+    // A mask that allows nothing (the vocabulary cannot spell what must come
+    // next) leaves the row empty; ApplySampled ends the sample on whatever
+    // the executor draws for it.
+    const std::span<uint32_t> bits(
+        masks.bits.data() + static_cast<size_t>(row) * masks.words_per_row, masks.words_per_row);
+    (void)scheduled_[i].seq->matcher->FillNextTokenBitmask(bits);
+  }
 }
 
 bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
@@ -371,6 +404,13 @@ void Scheduler::ApplyOutOfOrder(std::span<const SampledToken> sampled, UpdateOut
 }
 
 void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output) {
+  // Only a mask that allowed nothing (the vocabulary cannot spell what must
+  // come next) lets the executor draw a token the constraint rejects: the
+  // sample cannot go on, and the token is dropped.
+  if (seq.has_constraint && !seq.matcher->AcceptToken(sampled.token_id)) {
+    Stop(seq, FinishReason::kStop, "", /*completes_constraint=*/false, output);
+    return;
+  }
   // A sampling sequence has computed all its tokens: the new one makes it a
   // decode.
   seq.token_ids.PushBack(sampled.token_id, arena_);
@@ -383,6 +423,14 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
   if (!sampled.top.empty()) {
     token.top = sampled.top;
   }
+  if (seq.has_constraint && seq.matcher->IsTerminated()) {
+    // Nothing can follow: the sample ends here, and the token belongs to the
+    // output unless it is an EOS.
+    const bool eos =
+        std::ranges::find(config_.eos_token_ids, sampled.token_id) != config_.eos_token_ids.end();
+    Stop(seq, FinishReason::kStop, "", /*completes_constraint=*/!eos, output);
+    return;
+  }
   // Most tokens end nothing, which the record's first line shows.
   if (CannotStop(seq.num_tokens(), sampled.token_id, seq.stop_bounds(), seq.has_stop_token_ids,
                  config_.eos_token_ids)) {
@@ -393,13 +441,19 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
   if (reason == FinishReason::kNone) {
     return;
   }
+  Stop(seq, reason, std::move(stop_reason), /*completes_constraint=*/false, output);
+}
+
+void Scheduler::Stop(Sequence& seq, FinishReason reason, std::string stop_reason,
+                     bool completes_constraint, UpdateOutput& output) {
   const Request& request = *seq.request;
   EndSeq(seq);
   output.finished.push_back(FinishedSeq{.handle = seq.key.handle,
                                         .index = seq.index,
                                         .reason = reason,
                                         .stop_reason = std::move(stop_reason),
-                                        .request_finished = request.num_unfinished == 0});
+                                        .request_finished = request.num_unfinished == 0,
+                                        .completes_constraint = completes_constraint});
 }
 
 void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {

@@ -87,6 +87,9 @@ struct FinishedSeq {
   FinishReason reason = FinishReason::kNone;  // kStop or kLength
   std::string stop_reason;                    // the stop token id; empty for EOS and length
   bool request_finished = false;              // no sample of the request is left
+  // The last token completed the sample's constraint and is part of the
+  // output (unlike a stop token, whose text is left out).
+  bool completes_constraint = false;
 };
 
 // A request scheduled for the first time in this step, for its usage figures.
@@ -126,8 +129,9 @@ class Scheduler {
   absl::StatusOr<RequestHandle> AddRequest(RequestParams params);
 
   // Drops the requests whose deadline <= now (see TakeExpired), then plans one
-  // step. Spans and pointers in the plan stay valid until Update is called;
-  // every Schedule must be followed by Update before the next Schedule.
+  // step, with the token masks of its constrained samples. Spans and
+  // pointers in the plan stay valid until Update is called; every Schedule
+  // must be followed by Update before the next Schedule.
   [[nodiscard]] StepPlan Schedule(absl::Time now);
 
   // Applies the executor's result for the plan of the last Schedule, which
@@ -232,8 +236,14 @@ class Scheduler {
   // when it completes the prompt), and tokens sampled out of plan order.
   void AdvanceComputed(Sequence& seq, int32_t num_new_tokens, std::vector<Sequence*>& forked);
   void ApplyOutOfOrder(std::span<const SampledToken> sampled, UpdateOutput& output);
-  // Appends a sampled token and applies the token-based stopping rules.
+  // Appends a sampled token (advancing the sample's constraint) and applies
+  // the token-based stopping rules, a completed constraint among them.
   void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
+  // Fills plan.token_masks for the constrained samples of the plan.
+  void FillTokenMasks(StepPlan& plan) const;
+  // Ends a sequence on a stopping rule and reports it.
+  void Stop(Sequence& seq, FinishReason reason, std::string stop_reason, bool completes_constraint,
+            UpdateOutput& output);
   // CheckStop for the sequence's last token.
   FinishReason CheckSeqStop(const Sequence& seq, std::string* stop_reason) const;
   void ExpireDeadlines(absl::Time now);
@@ -278,6 +288,9 @@ class Scheduler {
   // count them.
   int32_t num_running_decodes_ = 0;
   int32_t num_pending_slots_ = 0;
+  // Unretired requests with a constraint: FillTokenMasks looks at the plan
+  // only while there is one.
+  int32_t num_constrained_requests_ = 0;
   int64_t num_reserved_blocks_ = 0;  // kReserve: blocks running work may still take
   absl::btree_set<std::pair<absl::Time, RequestHandle>> deadlines_;
   std::vector<RequestHandle> expired_;

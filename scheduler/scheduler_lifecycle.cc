@@ -94,6 +94,8 @@ std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestPara
   request->stopping = std::move(params.stopping);
   request->cache_salt = std::move(params.cache_salt);
   request->num_prompt_logprobs = params.prompt_logprobs;
+  request->constraint = std::move(params.constraint);
+  if (request->constraint != nullptr) ++num_constrained_requests_;
   request->deadline = params.deadline;
   request->num_unfinished = params.n;
   request->num_pending = params.n - 1;
@@ -126,6 +128,12 @@ std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestPara
     seq->token_ids.Assign(params.prompt_token_ids, capacity, arena_);
     seq->sampling = params.sampling;
     seq->sampling.seed = DeriveSampleSeed(params.sampling.seed, index);
+    if (request->constraint != nullptr) {
+      // The samples share the prompt, not the output: each starts fresh.
+      seq->matcher =
+          i == 0 ? request->constraint->NewMatcher() : request->seqs[0]->matcher->Clone();
+      seq->has_constraint = true;
+    }
     request->seqs.push_back(std::move(seq));
   }
   return request;
@@ -271,6 +279,7 @@ void Scheduler::EndRequest(Request& request) {
 
 void Scheduler::RetireRequest(Request& request) {
   deadlines_.erase({request.deadline, request.handle});
+  if (request.constraint != nullptr) --num_constrained_requests_;
   const auto it = requests_.find(request.handle);
   LOOM_CHECK(it != requests_.end());
   retired_.push_back(std::move(it->second));
