@@ -3,6 +3,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -25,25 +26,24 @@ std::string GgmlTypeName(uint32_t type) {
 }
 
 absl::StatusOr<DType> ToDType(const GgufTensorInfo& info) {
-  switch (static_cast<GgmlType>(info.type)) {
-    case GgmlType::kF32:
-      return DType::kF32;
-    case GgmlType::kF16:
-      return DType::kF16;
-    case GgmlType::kBF16:
-      return DType::kBF16;
-    case GgmlType::kQ8_0:
-      return DType::kQ8_0;
-    case GgmlType::kQ4_0:
-      return DType::kQ4_0;
-    case GgmlType::kQ4_1:
-      return DType::kQ4_1;
-    default:
-      break;
+  static constexpr std::pair<GgmlType, DType> kTypes[] = {
+      {GgmlType::kF32, DType::kF32},   {GgmlType::kF16, DType::kF16},
+      {GgmlType::kBF16, DType::kBF16}, {GgmlType::kQ8_0, DType::kQ8_0},
+      {GgmlType::kQ4_0, DType::kQ4_0}, {GgmlType::kQ4_1, DType::kQ4_1},
+      {GgmlType::kQ5_0, DType::kQ5_0}, {GgmlType::kQ5_1, DType::kQ5_1},
+      {GgmlType::kQ2_K, DType::kQ2_K}, {GgmlType::kQ3_K, DType::kQ3_K},
+      {GgmlType::kQ4_K, DType::kQ4_K}, {GgmlType::kQ5_K, DType::kQ5_K},
+      {GgmlType::kQ6_K, DType::kQ6_K},
+  };
+  std::string supported;
+  for (const auto& [ggml, dtype] : kTypes) {
+    if (static_cast<uint32_t>(ggml) == info.type) return dtype;
+    absl::StrAppend(&supported, supported.empty() ? "" : ", ",
+                    GgmlTypeName(static_cast<uint32_t>(ggml)));
   }
   return absl::UnimplementedError(absl::StrCat("tensor ", info.name, " has ggml type ",
                                                GgmlTypeName(info.type),
-                                               "; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1"));
+                                               "; supported: ", supported));
 }
 
 // GGUF name -> Hugging Face name; empty for tensors that are not weights.

@@ -27,7 +27,6 @@ constexpr int32_t kPartitionSize = 256;
 void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
             kernels::ParallelFor& pool) {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();
-  kc::QuantType quant = kc::QuantType::kQ4_1;
   switch (w.dtype) {
     case LinearDType::kFloat32:
       kc::Matmul({x, w.f32.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
@@ -35,16 +34,19 @@ void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
     case LinearDType::kBFloat16:
       kc::MatmulBf16({x, w.bf16.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
       return;
-    case LinearDType::kQ8_0:
-      quant = kc::QuantType::kQ8_0;
-      break;
-    case LinearDType::kQ4_0:
-      quant = kc::QuantType::kQ4_0;
-      break;
-    case LinearDType::kQ4_1:
+    case LinearDType::kQuantized:
       break;
   }
-  kc::MatmulQuant({x, w.quant.data(), quant, bias, y, m, w.n, w.k, w.k, w.n}, pool);
+  // One product per run of rows in one block type, into its columns of y.
+  const std::byte* blocks = w.quant.data();
+  int32_t row = 0;
+  for (const QuantRows& part : w.parts) {
+    kc::MatmulQuant(
+        {x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n},
+        pool);
+    blocks += part.rows * (w.k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type));
+    row += part.rows;
+  }
 }
 
 }  // namespace

@@ -56,31 +56,23 @@ struct Part {
   int64_t rows;
 };
 
-// The block type all parts share, or none.
-std::optional<LinearDType> QuantizedDType(const WeightStore& store,
-                                          const std::vector<Part>& parts) {
-  std::optional<LinearDType> common;
+// The block types of the parts, runs of one type merged, when every part is
+// stored in ggml blocks; nullopt otherwise.
+std::optional<std::vector<QuantRows>> QuantizedParts(const WeightStore& store,
+                                                     const std::vector<Part>& parts) {
+  std::vector<QuantRows> out;
   for (const Part& part : parts) {
     const Tensor* t = store.Find(part.name);
     if (t == nullptr) return std::nullopt;  // reported by the conversion
-    LinearDType dtype;
-    switch (t->dtype) {
-      case DType::kQ8_0:
-        dtype = LinearDType::kQ8_0;
-        break;
-      case DType::kQ4_0:
-        dtype = LinearDType::kQ4_0;
-        break;
-      case DType::kQ4_1:
-        dtype = LinearDType::kQ4_1;
-        break;
-      default:
-        return std::nullopt;
+    const std::optional<kernels::cpu::QuantType> type = QuantTypeOf(t->dtype);
+    if (!type.has_value()) return std::nullopt;
+    if (!out.empty() && out.back().type == *type) {
+      out.back().rows += static_cast<int32_t>(part.rows);
+    } else {
+      out.push_back({*type, static_cast<int32_t>(part.rows)});
     }
-    if (common.has_value() && *common != dtype) return std::nullopt;
-    common = dtype;
   }
-  return common;
+  return out;
 }
 
 // Appends tensor `name`'s blocks (checked to be rows x cols) to out.
@@ -100,7 +92,10 @@ absl::StatusOr<LinearWeight> Linear(const WeightStore& store, const std::vector<
   w.dtype = dtype;
   w.k = static_cast<int32_t>(k);
   if (keep_quantized) {
-    if (std::optional<LinearDType> q = QuantizedDType(store, parts)) w.dtype = *q;
+    if (std::optional<std::vector<QuantRows>> q = QuantizedParts(store, parts)) {
+      w.dtype = LinearDType::kQuantized;
+      w.parts = *std::move(q);
+    }
   }
   absl::Status s;
   for (const Part& part : parts) {
@@ -112,9 +107,7 @@ absl::StatusOr<LinearWeight> Linear(const WeightStore& store, const std::vector<
       case LinearDType::kBFloat16:
         s.Update(AppendRows(store, part.name, part.rows, k, pool, w.bf16));
         break;
-      case LinearDType::kQ8_0:
-      case LinearDType::kQ4_0:
-      case LinearDType::kQ4_1:
+      case LinearDType::kQuantized:
         s.Update(AppendBlocks(store, part.name, part.rows, k, w.quant));
         break;
     }
@@ -131,14 +124,10 @@ const char* LinearDTypeName(LinearDType dtype) {
       return "float32";
     case LinearDType::kBFloat16:
       return "bfloat16";
-    case LinearDType::kQ8_0:
-      return "q8_0";
-    case LinearDType::kQ4_0:
-      return "q4_0";
-    case LinearDType::kQ4_1:
+    case LinearDType::kQuantized:
       break;
   }
-  return "q4_1";
+  return "quantized";
 }
 
 int64_t LinearWeight::NumBytes() const {
