@@ -18,7 +18,9 @@ namespace loom::kernels {
 // The step's query tokens are packed sequence after sequence (cu_seqlens
 // style): sequence s owns token rows [query_start[s], query_start[s + 1]).
 // Token t sits at absolute position positions[t] of its sequence and attends
-// causally to positions [0, positions[t]]; its K/V are written to the flat slot
+// causally to positions [0, positions[t]], or with a sliding window W > 0 to
+// (positions[t] - W, positions[t]] only (blocks wholly before every query's
+// window may be the null block); its K/V are written to the flat slot
 // slot_mapping[t] = block_id * block_size + p % block_size.
 template <typename T>
 struct PagedKv {
@@ -40,6 +42,12 @@ struct PagedKv {
   const int32_t* positions = nullptr;     // [num_tokens]
   const int32_t* slot_mapping = nullptr;  // [num_tokens]
   int32_t num_tokens = 0;
+  int32_t sliding_window = 0;  // 0: full causal attention
+
+  // The first position query position `pos` attends to.
+  LOOM_HOST_DEVICE int32_t WindowStart(int32_t pos) const {
+    return sliding_window > 0 && pos >= sliding_window ? pos - sliding_window + 1 : 0;
+  }
 
   // Element offset of (block, kv_head, slot, 0) in k_cache / v_cache.
   LOOM_HOST_DEVICE size_t Offset(int32_t block, int32_t kv_head, int32_t slot) const {

@@ -1,8 +1,10 @@
-// The Llama forward pass on the GPU over a packed step (prefill chunks and
-// decodes mixed): embedding, per layer RMSNorm -> fused QKV GEMM -> RoPE + KV
-// write -> paged attention -> O GEMM -> residual RMSNorm -> fused gate/up GEMM
-// -> SiLU*mul -> down GEMM, then the final norm and the LM head on the rows
-// that sample. Every buffer is allocated once, so a run can be graph-captured.
+// The Llama-family forward pass on the GPU over a packed step (prefill chunks
+// and decodes mixed): embedding, per layer RMSNorm -> fused QKV GEMM (-> q/k
+// norm) -> RoPE + KV write -> paged attention (sliding-window layers masked)
+// -> O GEMM (-> post-attention norm) -> residual RMSNorm -> fused gate/up GEMM
+// -> SiLU or GELU-tanh * up -> down GEMM (-> post-MLP norm), then the final
+// norm and the LM head on the rows that sample. Every buffer is allocated
+// once, so a run can be graph-captured.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -79,9 +81,15 @@ class CudaForward {
   absl::Status Allocate();
   template <typename T>
   absl::Status Alloc(T*& out, int64_t elems);
-  absl::Status RunLayer(const CudaLayerWeights& w, kernels::PagedKv<__nv_bfloat16>& kv,
-                        const CudaStepInputs& in, const __nv_bfloat16* pending,
-                        cudaStream_t stream);
+  // One layer; `pending` is the previous layer's output to add into the
+  // residual (null for layer 0), and becomes this layer's.
+  absl::Status RunLayer(const CudaLayerWeights& w, int32_t layer,
+                        kernels::PagedKv<__nv_bfloat16>& kv, const CudaStepInputs& in,
+                        const __nv_bfloat16*& pending, cudaStream_t stream);
+  // normed_ -> fused qkv (q/k normed) -> RoPE and KV write -> attention into attn_.
+  absl::Status RunAttention(const CudaLayerWeights& w, int32_t layer,
+                            kernels::PagedKv<__nv_bfloat16>& kv, const CudaStepInputs& in,
+                            cudaStream_t stream);
 
   ModelConfig config_;
   const CudaWeights& weights_;
@@ -91,9 +99,11 @@ class CudaForward {
   std::vector<void*> allocations_;
   __nv_bfloat16 *residual_ = nullptr, *normed_ = nullptr, *x_ = nullptr, *qkv_ = nullptr;
   __nv_bfloat16 *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr, *gathered_ = nullptr;
+  __nv_bfloat16* post_normed_ = nullptr;  // sandwich norms' outputs
   float* logits_ = nullptr;
   float *partial_out_ = nullptr, *partial_max_ = nullptr, *partial_sum_ = nullptr;
   float* inv_freq_ = nullptr;
+  float* inv_freq_local_ = nullptr;   // the sliding-window layers' RoPE
   __nv_bfloat16* kv_pool_ = nullptr;  // [layers][2][num_blocks][kv_heads][block_size][head_dim]
 };
 

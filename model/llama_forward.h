@@ -1,6 +1,7 @@
-// The Llama-family forward pass on the CPU over a packed step of tokens
-// (prefill chunks and decodes together), reading and writing K/V through the
-// paged pool and computing logits only for the rows that sample.
+// The Llama-family forward pass on the CPU (Llama, Mistral, Qwen2, Qwen3,
+// Gemma 3) over a packed step of tokens (prefill chunks and decodes
+// together), reading and writing K/V through the paged pool and computing
+// logits only for the rows that sample.
 #pragma once
 
 #include <cstdint>
@@ -61,13 +62,24 @@ class LlamaForward {
       absl::FunctionRef<void()> on_layer = [] {});
 
  private:
-  void Layer(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);
+  // residual_ = the scaled embedding rows of the batch's tokens.
+  void Embed(const ForwardBatch& batch, kernels::ParallelFor& pool);
+  // One decoder layer over normed input from residual_ (plus prev_out, the
+  // last layer's output, added in first; null for layer 0). Returns this
+  // layer's output, which the next layer (or the final norm) adds in.
+  const float* Layer(int32_t index, const float* prev_out, const ForwardBatch& batch, KvPool& kv,
+                     kernels::ParallelFor& pool);
+  // normed_ -> qkv (q/k normed) -> RoPE and KV write -> attention into attn_.
+  void Attention(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);
+  // proj_, or with a sandwich norm's weight proj_ normed into post_normed_.
+  const float* PostNorm(const std::vector<float>& weight, int32_t t, kernels::ParallelFor& pool);
 
   const ModelConfig& config_;
   const LlamaWeights& weights_;
   std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_local_;  // of the sliding-window layers
   // Activations, [num_tokens, width], reused across steps.
-  std::vector<float> residual_, normed_, qkv_, attn_, proj_, gate_up_, act_;
+  std::vector<float> residual_, normed_, qkv_, attn_, proj_, post_normed_, gate_up_, act_;
   std::vector<float> partial_out_, partial_max_, partial_sum_;
   std::vector<float> final_x_, final_residual_, final_normed_;
 };

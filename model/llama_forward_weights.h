@@ -1,8 +1,9 @@
 // The CPU forward pass's copy of a Llama-family model's weights: linear layers
 // converted at load from any WeightStore dtype to float32 or bfloat16, or kept
-// in their ggml blocks when asked; norms and the embedding
-// table float32. q/k/v and gate/up are fused into one matrix each so that a
-// layer runs two input GEMMs instead of five.
+// in their ggml blocks when asked (the embedding table too, its rows decoded as
+// tokens look them up); norms float32, with the config's weight offset
+// (Gemma's 1 + w) added. q/k/v and gate/up are fused into one matrix each so
+// that a layer runs two input GEMMs instead of five.
 #pragma once
 
 #include <cstddef>
@@ -46,18 +47,28 @@ struct LinearWeight {
 struct LlamaLayerWeights {
   std::vector<float> input_norm;  // [hidden]
   LinearWeight qkv;               // [(heads + 2 * kv_heads) * head_dim, hidden]
+  std::vector<float> q_norm;      // [head_dim] with ModelConfig::qk_norm, else empty
+  std::vector<float> k_norm;      // [head_dim] with ModelConfig::qk_norm, else empty
   LinearWeight o_proj;            // [hidden, heads * head_dim]
-  std::vector<float> post_norm;   // [hidden]
-  LinearWeight gate_up;           // [2 * intermediate, hidden]: gate rows, then up rows
-  LinearWeight down;              // [hidden, intermediate]
+  // [hidden] with ModelConfig::sandwich_norms (on the attention output), else empty.
+  std::vector<float> post_attn_norm;
+  std::vector<float> mlp_norm;  // [hidden]: the MLP's input norm
+  LinearWeight gate_up;         // [2 * intermediate, hidden]: gate rows, then up rows
+  LinearWeight down;            // [hidden, intermediate]
+  // [hidden] with ModelConfig::sandwich_norms (on the MLP output), else empty.
+  std::vector<float> post_mlp_norm;
 };
 
 struct LlamaWeights {
-  std::vector<float> embed;  // [vocab, hidden]
-  LinearWeight lm_head;      // [vocab, hidden]; a copy of embed when tied
+  // [vocab, hidden]: float32, or the file's blocks when linear weights keep theirs.
+  LinearWeight embed;
+  // [vocab, hidden]; with tied embeddings in blocks it is embed itself and
+  // stays empty (n == 0): head() is the one to multiply by.
+  LinearWeight lm_head;
   std::vector<float> final_norm;
   std::vector<LlamaLayerWeights> layers;
 
+  const LinearWeight& head() const { return lm_head.n > 0 ? lm_head : embed; }
   int64_t NumBytes() const;
 };
 

@@ -135,15 +135,17 @@ TEST(QuantizedLinearTest, KeepsBlocksOfQuantizedWeights) {
     EXPECT_EQ(l.down.quant.size(), 64u * 96 / 32 * sizeof(BlockQ8_0));
   }
   ExpectParts(w->lm_head, {{QuantType::kQ8_0, 97}});
-  // The embedding table is looked up a few rows at a time: float32 whatever the file holds.
-  std::vector<float> embed(static_cast<size_t>(c.vocab_size) * c.hidden_size);
-  store->ToFloat32(**store->Get("model.embed_tokens.weight"), embed);
-  EXPECT_EQ(w->embed, embed);
+  // The embedding table keeps its blocks too (rows are decoded on lookup).
+  ExpectParts(w->embed, {{QuantType::kQ8_0, 97}});
+  EXPECT_EQ(&w->head(), &w->lm_head);
 
   absl::StatusOr<LlamaWeights> exact = LoadLlamaWeights(c, *store, LinearDType::kFloat32, pool);
   ASSERT_TRUE(exact.ok()) << exact.status();
   EXPECT_EQ(exact->layers[0].qkv.dtype, LinearDType::kFloat32);
   EXPECT_EQ(exact->lm_head.dtype, LinearDType::kFloat32);
+  std::vector<float> embed(static_cast<size_t>(c.vocab_size) * c.hidden_size);
+  store->ToFloat32(**store->Get("model.embed_tokens.weight"), embed);
+  EXPECT_EQ(exact->embed.f32, embed);
   EXPECT_LT(w->NumBytes(), exact->NumBytes() / 3);
 
   // Float weights are not affected by keep_quantized.
@@ -266,6 +268,7 @@ TEST(QuantizedLinearTest, KQuantExecutorEqualsFloat32OnDequantizedWeights) {
   model.config.hidden_size = 256;  // K-quant rows are whole super-blocks
   model.config.intermediate_size = 512;
   model.config.head_dim = 64;
+  model.config.tie_word_embeddings = true;  // the head multiplies by the table's blocks
   model.weights = Quantized(*MakeDummyWeights(model.config, DType::kF32, 7), KQuantType);
   model.max_model_len = 256;
   const std::unique_ptr<CpuExecutor> quantized = MakeExecutor(model, "auto");
@@ -278,6 +281,9 @@ TEST(QuantizedLinearTest, KQuantExecutorEqualsFloat32OnDequantizedWeights) {
   ExpectParts(l0.gate_up, {{QuantType::kQ5_K, 512}, {QuantType::kQ4_K, 512}});
   ExpectParts(quantized->weights().layers[1].down, {{QuantType::kQ2_K, 256}});
   ExpectParts(quantized->weights().layers[1].o_proj, {{QuantType::kQ3_K, 256}});
+  ExpectParts(quantized->weights().embed, {{QuantType::kQ8_0, 97}});
+  EXPECT_EQ(&quantized->weights().head(), &quantized->weights().embed);
+  EXPECT_EQ(quantized->weights().lm_head.n, 0);
 
   const std::vector<StepResult> got = RunSteps(*quantized);
   const std::vector<StepResult> want = RunSteps(*exact);
@@ -311,7 +317,9 @@ TEST(QuantizedLinearTest, DefaultGgufKeepsItsBlocks) {
     ExpectParts(l.gate_up, {{QuantType::kQ4_1, l.gate_up.n}});
     ExpectParts(l.down, {{QuantType::kQ4_1, l.down.n}});
   }
-  ExpectParts(w.lm_head, {{QuantType::kQ8_0, w.lm_head.n}});
+  // Tied: the head multiplies by the table's own blocks.
+  ExpectParts(w.head(), {{QuantType::kQ8_0, w.embed.n}});
+  EXPECT_EQ(&w.head(), &w.embed);
 }
 
 }  // namespace
