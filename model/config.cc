@@ -384,7 +384,8 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
 
 std::vector<std::pair<std::string, int32_t>> LayerNormWeights(const ModelConfig& c) {
   std::vector<std::pair<std::string, int32_t>> norms = {
-      {"input_layernorm.weight", c.hidden_size}, {"post_attention_layernorm.weight", c.hidden_size}};
+      {"input_layernorm.weight", c.hidden_size},
+      {"post_attention_layernorm.weight", c.hidden_size}};
   if (c.qk_norm) {
     norms.emplace_back("self_attn.q_norm.weight", c.head_dim);
     norms.emplace_back("self_attn.k_norm.weight", c.head_dim);

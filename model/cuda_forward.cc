@@ -16,16 +16,18 @@ namespace kc = kernels::cuda;
 
 }  // namespace
 
-KvCacheSpec CudaForward::KvSpec(const ModelConfig& c, int32_t block_size) {
-  return {.num_layers = c.num_layers,
+KvCacheSpec CudaForward::KvSpec(const ModelConfig& c, const ModelKvLayout& kv_layout,
+                                int32_t block_size) {
+  return {.num_layers = kv_layout.layers_per_page,
           .num_kv_heads = c.num_kv_heads,
           .head_dim = c.head_dim,
           .block_size = block_size,
           .dtype_bytes = static_cast<int32_t>(sizeof(bf16))};
 }
 
-int64_t CudaForward::KvBytesPerBlock(const ModelConfig& c, int32_t block_size) {
-  return ::loom::KvBytesPerBlock(KvSpec(c, block_size));
+int64_t CudaForward::KvBytesPerBlock(const ModelConfig& c, const ModelKvLayout& kv_layout,
+                                     int32_t block_size) {
+  return ::loom::KvBytesPerBlock(KvSpec(c, kv_layout, block_size));
 }
 
 int64_t CudaForward::ActivationBytes(const ModelConfig& c, const CudaForwardLimits& l) {
@@ -39,14 +41,15 @@ int64_t CudaForward::ActivationBytes(const ModelConfig& c, const CudaForwardLimi
   return bf16_elems * 2 + f32_elems * 4 + (int64_t{32} << 20);  // + GEMM workspace
 }
 
-CudaForward::CudaForward(const ModelConfig& config, const CudaWeights& weights,
-                         const CudaForwardLimits& limits)
-    : config_(config), weights_(weights), limits_(limits) {}
+CudaForward::CudaForward(const ModelConfig& config, const ModelKvLayout& kv_layout,
+                         const CudaWeights& weights, const CudaForwardLimits& limits)
+    : config_(config), kv_layout_(kv_layout), weights_(weights), limits_(limits) {}
 
 absl::StatusOr<std::unique_ptr<CudaForward>> CudaForward::Create(const ModelConfig& config,
+                                                                 const ModelKvLayout& kv_layout,
                                                                  const CudaWeights& weights,
                                                                  const CudaForwardLimits& limits) {
-  std::unique_ptr<CudaForward> f(new CudaForward(config, weights, limits));
+  std::unique_ptr<CudaForward> f(new CudaForward(config, kv_layout, weights, limits));
   LOOM_RETURN_IF_ERROR(f->Allocate());
   LOOM_RETURN_IF_ERROR(f->gemm_.Init());
   return f;
@@ -95,7 +98,8 @@ absl::Status CudaForward::Allocate() {
     LOOM_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
-  return Alloc(kv_pool_, KvBytesPerBlock(c, limits_.block_size) / 2 * limits_.num_blocks);
+  return Alloc(kv_pool_,
+               KvBytesPerBlock(c, kv_layout_, limits_.block_size) / 2 * limits_.num_blocks);
 }
 
 CudaForward::~CudaForward() {
@@ -211,20 +215,23 @@ absl::Status CudaForward::Run(const CudaStepInputs& in, cudaStream_t stream) {
   kv.num_kv_heads = c.num_kv_heads;
   kv.block_size = limits_.block_size;
   kv.head_dim = c.head_dim;
-  kv.block_tables = in.block_tables;
   kv.max_blocks_per_seq = in.block_table_width;
+  kv.block_stride = in.num_entries;
   kv.query_start = in.query_start;
   kv.num_seqs = in.num_seqs;
   kv.positions = in.positions;
-  kv.slot_mapping = in.slot_mapping;
   kv.num_tokens = t;
-  const int64_t layer_kv_elems =
-      KvBytesPerBlock(c, limits_.block_size) / 2 / c.num_layers / 2 * limits_.num_blocks;
+  const int64_t layer_kv_elems = KvBytesPerBlock(c, kv_layout_, limits_.block_size) / 2 /
+                                 kv_layout_.layers_per_page / 2 * limits_.num_blocks;
 
   const bf16* pending = nullptr;  // the down projection to add into the residual
   for (int32_t layer = 0; layer < c.num_layers; ++layer) {
-    kv.k_cache = kv_pool_ + 2 * layer * layer_kv_elems;
+    // The layer's buffer, through the block tables and slots of its entry.
+    const int32_t entry = kv_layout_.entry[layer];
+    kv.k_cache = kv_pool_ + 2 * kv_layout_.buffer[layer] * layer_kv_elems;
     kv.v_cache = kv.k_cache + layer_kv_elems;
+    kv.block_tables = in.block_tables + entry;
+    kv.slot_mapping = in.slot_mapping + static_cast<int64_t>(entry) * in.slot_pitch;
     LOOM_RETURN_IF_ERROR(RunLayer(weights_.layers()[layer], layer, kv, in, pending, stream));
   }
   LOOM_RETURN_IF_ERROR(kc::RmsNorm<bf16>(

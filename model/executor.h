@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "types/kv_cache_layout.h"
 #include "types/step.h"
 
 namespace loom {
@@ -26,6 +27,9 @@ struct ExecutorGeometry {
   // Whether Execute honours ScheduledSeq::num_prompt_logprobs; the engine
   // refuses requests for prompt logprobs otherwise.
   bool prompt_logprobs = false;
+  // How the layers share block tables (types/kv_cache_layout.h); the plans'
+  // block tables follow it.
+  KvCacheLayout kv_layout;
 };
 
 class Executor {

@@ -59,12 +59,14 @@ void ForwardBatch::Clear() {
   context_lens.clear();
   block_tables.clear();
   max_blocks_per_seq = 0;
+  num_entries = 1;
   logit_rows.clear();
 }
 
 LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights)
     : config_(config),
       weights_(weights),
+      kv_layout_(KvLayoutOf(config)),
       inv_freq_(RopeInverseFrequencies(config)),
       inv_freq_local_(RopeInverseFrequencies(config, /*sliding=*/true)) {}
 
@@ -196,20 +198,24 @@ void LlamaForward::Attention(int32_t index, const ForwardBatch& batch, KvPool& k
         pool);
   }
 
+  // The layer's buffer, through the block tables of its entry.
+  const int32_t entry = kv_layout_.entry[index];
+  const int32_t buffer = kv_layout_.buffer[index];
   kernels::PagedKv<float> view;
-  view.k_cache = kv.k[index].data();
-  view.v_cache = kv.v[index].data();
+  view.k_cache = kv.k[buffer].data();
+  view.v_cache = kv.v[buffer].data();
   view.num_blocks = kv.num_blocks;
   view.num_kv_heads = c.num_kv_heads;
   view.block_size = kv.block_size;
   view.head_dim = d;
-  view.block_tables = batch.block_tables.data();
+  view.block_tables = batch.block_tables.data() + entry;
   view.max_blocks_per_seq = batch.max_blocks_per_seq;
+  view.block_stride = batch.num_entries;
   view.context_lens = batch.context_lens.data();
   view.query_start = batch.query_start.data();
   view.num_seqs = batch.num_seqs();
   view.positions = batch.positions.data();
-  view.slot_mapping = batch.slot_mapping.data();
+  view.slot_mapping = batch.SlotMapping(entry);
   view.num_tokens = t;
   view.sliding_window = sliding ? c.sliding_window : 0;
 

@@ -11,39 +11,50 @@
 #include "base/zero_pages.h"
 #include "kernels/parallel.h"
 #include "model/config.h"
+#include "model/kv_layout.h"
 #include "model/llama_forward_weights.h"
 
 namespace loom {
 
 // One step's inputs, packed sequence after sequence (see kernels/paged_kv.h).
+// Block tables are the plan's, num_entries table entries per logical block
+// (model/kv_layout.h); slots come once per entry: each layer reads those of
+// its entry.
 struct ForwardBatch {
-  std::vector<int32_t> token_ids;     // [num_tokens]
-  std::vector<int32_t> positions;     // [num_tokens]
-  std::vector<int32_t> slot_mapping;  // [num_tokens]
+  std::vector<int32_t> token_ids;  // [num_tokens]
+  std::vector<int32_t> positions;  // [num_tokens]
+  // [num_entries][num_tokens]
+  std::vector<int32_t> slot_mapping;
   std::vector<int32_t> query_start;   // [num_seqs + 1]
   std::vector<int32_t> context_lens;  // [num_seqs]
-  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], 0-padded
+  // [num_seqs, max_blocks_per_seq] table entries, 0-padded
+  std::vector<int32_t> block_tables;
   int32_t max_blocks_per_seq = 0;
+  int32_t num_entries = 1;
   std::vector<int32_t> logit_rows;  // token rows whose logits are wanted
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }
+  const int32_t* SlotMapping(int32_t entry) const {
+    return slot_mapping.data() + static_cast<size_t>(entry) * num_tokens();
+  }
   void Clear();
 };
 
-// The per-layer K and V pools: [num_blocks, kv_heads, block_size, head_dim]
-// each, on pages committed as blocks are first written (base/zero_pages.h).
+// The K and V pools, one per buffer of model/kv_layout.h (one per layer
+// without sliding layers): [num_blocks, kv_heads, block_size, head_dim] each,
+// on pages committed as blocks are first written (base/zero_pages.h).
 struct KvPool {
   int32_t num_blocks = 0;
   int32_t block_size = 0;
-  std::vector<ZeroPages<float>> k;  // [layer]
-  std::vector<ZeroPages<float>> v;  // [layer]
+  std::vector<ZeroPages<float>> k;  // [buffer]
+  std::vector<ZeroPages<float>> v;  // [buffer]
 
-  // num_layers pools of layer_elems floats each, reading as zeros.
-  void Allocate(int32_t num_layers, size_t layer_elems) {
+  // num_buffers pools of layer_elems floats each, reading as zeros.
+  void Allocate(int32_t num_buffers, size_t layer_elems) {
     k.clear();
     v.clear();
-    for (int32_t l = 0; l < num_layers; ++l) {
+    for (int32_t l = 0; l < num_buffers; ++l) {
       k.emplace_back(layer_elems);
       v.emplace_back(layer_elems);
     }
@@ -76,6 +87,7 @@ class LlamaForward {
 
   const ModelConfig& config_;
   const LlamaWeights& weights_;
+  const ModelKvLayout kv_layout_;
   std::vector<float> inv_freq_;
   std::vector<float> inv_freq_local_;  // of the sliding-window layers
   // Activations, [num_tokens, width], reused across steps.

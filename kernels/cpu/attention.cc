@@ -28,7 +28,7 @@ std::vector<int32_t> TokenSeqs(const PagedKv<float>& kv) {
 void CheckToken(const PagedKv<float>& kv, int32_t seq, int32_t t) {
   LOOM_CHECK(kv.positions[t] >= 0 && kv.positions[t] < kv.context_lens[seq])
       << "token " << t << " position " << kv.positions[t] << " context " << kv.context_lens[seq];
-  LOOM_CHECK_LE(kv.context_lens[seq], kv.max_blocks_per_seq * kv.block_size);
+  LOOM_CHECK_LE(kv.context_lens[seq], kv.max_blocks_per_seq / kv.block_stride * kv.block_size);
 }
 
 // Sixteen independent lanes so the compiler vectorises without reassociation.
@@ -53,7 +53,7 @@ inline void ForEachPosition(const PagedKv<float>& kv, int32_t seq, int32_t kv_he
   const int32_t* table = kv.block_tables + static_cast<size_t>(seq) * kv.max_blocks_per_seq;
   int32_t slot = begin % kv.block_size;
   for (int32_t b = begin / kv.block_size, pos = begin; pos < end; ++b, slot = 0) {
-    const size_t base = kv.Offset(table[b], kv_head, 0);
+    const size_t base = kv.Offset(table[static_cast<size_t>(b) * kv.block_stride], kv_head, 0);
     for (; slot < kv.block_size && pos < end; ++slot, ++pos) {
       fn(pos - begin, base + static_cast<size_t>(slot) * kv.head_dim);
     }

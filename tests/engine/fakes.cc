@@ -57,7 +57,8 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .dtype = "float32",
           .max_num_seqs = options_.max_num_seqs,
           .max_num_batched_tokens = options_.max_num_batched_tokens,
-          .prompt_logprobs = options_.prompt_logprobs};
+          .prompt_logprobs = options_.prompt_logprobs,
+          .kv_layout = options_.kv_layout};
 }
 
 void FakeExecutor::AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result) {

@@ -35,6 +35,7 @@ class FakeExecutor : public Executor {
     // Scores prompt positions when asked: prompt token p gets logprob -p and
     // its alternatives are k copies of itself.
     bool prompt_logprobs = true;
+    KvCacheLayout kv_layout = {};
   };
 
   explicit FakeExecutor(Options options, TokenScript script = {});
