@@ -100,7 +100,10 @@ struct alignas(64) Sequence {
   }
   [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
-  [[nodiscard]] int32_t num_blocks_held() const { return static_cast<int32_t>(block_table.size()); }
+  // Block table entries: pool blocks, or null ones a sliding window has left.
+  [[nodiscard]] int32_t num_table_entries() const {
+    return static_cast<int32_t>(block_table.size());
+  }
   [[nodiscard]] StopBounds stop_bounds() const {
     return StopBounds{.min_stop_len = min_stop_len, .max_len = max_len, .ignore_eos = ignore_eos};
   }

@@ -15,9 +15,19 @@ namespace {
 // would dominate the step.
 constexpr size_t kPrefetchDistance = 8;
 
-int32_t CapModelLen(int32_t max_model_len, int32_t num_blocks, int32_t block_size) {
-  return static_cast<int32_t>(
-      std::min<int64_t>(max_model_len, static_cast<int64_t>(num_blocks) * block_size));
+// The longest sequence whose blocks the pool holds, at most max_model_len.
+int32_t CapModelLen(int32_t max_model_len, int32_t num_blocks, const KvCacheManager& cache,
+                    int32_t max_chunk_tokens) {
+  int32_t lo = 0, hi = max_model_len;  // lo fits
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (cache.groups().MaxBlocksHeld(mid, max_chunk_tokens) <= num_blocks) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
 }
 
 }  // namespace
@@ -27,8 +37,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* cache)
       cache_(cache),
       block_size_(cache->block_size()),
       block_mask_(std::has_single_bit(static_cast<uint32_t>(block_size_)) ? block_size_ - 1 : -1),
+      stride_(cache->groups().stride()),
       num_usable_blocks_(cache->Stats().num_blocks),
-      max_model_len_(CapModelLen(config.max_model_len, num_usable_blocks_, block_size_)) {
+      max_model_len_(CapModelLen(config.max_model_len, num_usable_blocks_, *cache,
+                                 config.max_num_batched_tokens)) {
   LOOM_CHECK(config_.max_model_len > 0) << "max_model_len is required";
   LOOM_CHECK(config_.max_num_seqs > 0);
   // Every running decode must fit in one step next to the oldest prefill
@@ -151,8 +163,9 @@ bool Scheduler::AddToBatch(Sequence& seq, int32_t num_new_tokens, RunningPass& p
   if (!pass.batching) {
     return false;
   }
-  const int64_t num_needed =
-      std::max(0, BlocksFor(seq.num_computed_tokens + num_new_tokens) - seq.num_blocks_held());
+  // Pool blocks; the sliding pages the call releases only add to what is free.
+  const int64_t num_needed = std::max(
+      0, BlocksFor(seq.num_computed_tokens + num_new_tokens) * stride_ - seq.num_table_entries());
   if (pass.num_batch_blocks + num_needed > pass.num_free_blocks) {
     AllocateBatch(plan);
     pass.batching = false;
@@ -265,7 +278,7 @@ bool Scheduler::HasRoomToAdmit(const Sequence& seq) const {
   }
   return config_.admission != AdmissionPolicy::kReserve ||
          cache_->NumFreeBlocks() - num_reserved_blocks_ >=
-             static_cast<int64_t>(1 + num_pending) * BlocksFor(request.max_seq_len);
+             static_cast<int64_t>(1 + num_pending) * MaxBlocksFor(request.max_seq_len);
 }
 
 void Scheduler::StartRunning(Sequence& seq, int32_t num_cached_tokens,
@@ -459,16 +472,17 @@ void Scheduler::Stop(Sequence& seq, FinishReason reason, std::string stop_reason
 void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
   ReleasePendingSlots(request);
   // The child recomputes at least the last prompt token to get its own logits,
-  // so it shares the full blocks before that token.
+  // so it shares the full blocks before that token (or none, when the parent
+  // has released sliding pages the child still reads).
   const int32_t num_shared_tokens = request.num_prompt_tokens - 1;
-  const int32_t num_shared_blocks = num_shared_tokens / block_size_;
   const Sequence& parent = *request.seqs[0];
   for (const SeqPtr& child : request.seqs) {
     if (child->state != SeqState::kPending) {
       continue;
     }
-    child->block_table = cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
-    child->num_computed_tokens = num_shared_blocks * block_size_;
+    const ForkedBlocks shared = cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
+    child->block_table = shared.block_table;
+    child->num_computed_tokens = shared.num_computed_tokens;
     child->state = SeqState::kRunning;
     ++num_running_;
     num_running_decodes_ += IsDecode(*child);
@@ -489,11 +503,18 @@ FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reas
 bool Scheduler::StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const {
   const int32_t computed = seq.num_computed_tokens;
   const int32_t offset = block_mask_ >= 0 ? (computed & block_mask_) : computed % block_size_;
-  return computed < seq.num_blocks_held() * block_size_ && offset + num_new_tokens < block_size_;
+  // Multiplied rather than divided by stride_: computed < logical blocks * block_size_.
+  return static_cast<int64_t>(computed) * stride_ <
+             static_cast<int64_t>(seq.num_table_entries()) * block_size_ &&
+         offset + num_new_tokens < block_size_;
 }
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {
   return (num_tokens + block_size_ - 1) / block_size_;
+}
+
+int64_t Scheduler::MaxBlocksFor(int32_t max_seq_len) const {
+  return cache_->groups().MaxBlocksHeld(max_seq_len, config_.max_num_batched_tokens);
 }
 
 int32_t Scheduler::ChunkSize(int32_t num_uncomputed, int32_t budget) const {

@@ -180,6 +180,10 @@ class Scheduler {
   };
 
   [[nodiscard]] int32_t BlocksFor(int32_t num_tokens) const;
+  // The most pool blocks a sequence of max_seq_len tokens holds at once
+  // (every entry of a hybrid layout's logical blocks, bar the sliding pages a
+  // window has left).
+  [[nodiscard]] int64_t MaxBlocksFor(int32_t max_seq_len) const;
   // Whether num_new_tokens more tokens stay in the block (already held) that
   // the sequence's next token goes to without filling it, so that the cache
   // has nothing to do for them. Divides only when block_size_ is not a power
@@ -269,6 +273,7 @@ class Scheduler {
   KvCacheManager* const cache_;
   const int32_t block_size_;
   const int32_t block_mask_;  // block_size_ - 1 when it is a power of two, else -1
+  const int32_t stride_;      // block table entries per block_size_ positions
   const int32_t num_usable_blocks_;
   const int32_t max_model_len_;
 

@@ -77,9 +77,9 @@ absl::Status Scheduler::ValidateRequest(const RequestParams& params) const {
   }
   const int32_t max_seq_len = MaxSeqLen(params);
   if (config_.admission == AdmissionPolicy::kReserve &&
-      static_cast<int64_t>(params.n) * BlocksFor(max_seq_len) > num_usable_blocks_) {
+      params.n * MaxBlocksFor(max_seq_len) > num_usable_blocks_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt + max_tokens of ", params.n, " samples need ", params.n * BlocksFor(max_seq_len),
+        "prompt + max_tokens of ", params.n, " samples need ", params.n * MaxBlocksFor(max_seq_len),
         " KV blocks; the pool has ", num_usable_blocks_));
   }
   return absl::OkStatus();
@@ -245,7 +245,7 @@ void Scheduler::EndSeq(Sequence& seq) {
       if (request.pending_slots_held) {
         --num_pending_slots_;
         if (config_.admission == AdmissionPolicy::kReserve) {
-          num_reserved_blocks_ -= BlocksFor(request.max_seq_len);
+          num_reserved_blocks_ -= MaxBlocksFor(request.max_seq_len);
         }
       }
       --request.num_pending;
@@ -294,7 +294,7 @@ void Scheduler::HoldPendingSlots(Request& request) {
   num_pending_slots_ += request.num_pending;
   if (config_.admission == AdmissionPolicy::kReserve) {
     num_reserved_blocks_ +=
-        static_cast<int64_t>(request.num_pending) * BlocksFor(request.max_seq_len);
+        static_cast<int64_t>(request.num_pending) * MaxBlocksFor(request.max_seq_len);
   }
 }
 
@@ -306,7 +306,7 @@ void Scheduler::ReleasePendingSlots(Request& request) {
   num_pending_slots_ -= request.num_pending;
   if (config_.admission == AdmissionPolicy::kReserve) {
     num_reserved_blocks_ -=
-        static_cast<int64_t>(request.num_pending) * BlocksFor(request.max_seq_len);
+        static_cast<int64_t>(request.num_pending) * MaxBlocksFor(request.max_seq_len);
   }
 }
 
@@ -314,7 +314,9 @@ void Scheduler::UpdateReservation(Sequence& seq) {
   if (config_.admission != AdmissionPolicy::kReserve) {
     return;
   }
-  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
+  // What it may still take, net of what the window's releases give back.
+  const auto reserved = static_cast<int32_t>(std::max<int64_t>(
+      0, MaxBlocksFor(seq.request->max_seq_len) - cache_->NumBlocksHeld(seq.seq_id)));
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;
 }

@@ -69,7 +69,8 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .max_num_seqs = options_.max_num_seqs,
           .max_num_batched_tokens = options_.max_num_batched_tokens,
           .prompt_logprobs = options_.prompt_logprobs,
-          .vocab_size = options_.vocab_size};
+          .vocab_size = options_.vocab_size,
+          .kv_layout = options_.kv_layout};
 }
 
 void FakeExecutor::AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result) {

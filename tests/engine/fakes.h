@@ -38,6 +38,7 @@ class FakeExecutor : public Executor {
     // its alternatives are k copies of itself.
     bool prompt_logprobs = true;
     int32_t vocab_size = 0;  // reported in Geometry(); 0: unknown
+    KvCacheLayout kv_layout = {};
   };
 
   explicit FakeExecutor(Options options, TokenScript script = {});
