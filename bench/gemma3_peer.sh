@@ -62,7 +62,7 @@ echo "== loomd (--threads=$THREADS)"
 server=$!
 wait_for curl -sf http://127.0.0.1:$LOOM_HTTP_PORT/readyz
 for conc in $STREAMS; do
-  bench loomd-grpc-$conc loom 127.0.0.1:$LOOM_PORT "$conc"
+  bench "loomd-grpc-$conc" loom 127.0.0.1:$LOOM_PORT "$conc"
 done
 kill $server && wait $server 2>/dev/null || true
 
@@ -74,6 +74,6 @@ echo "== llama-server (-t $THREADS -np 16 -c $CTX)"
 server=$!
 wait_for curl -sf http://127.0.0.1:$LLAMA_PORT/health
 for conc in $STREAMS; do
-  bench llama-server-$conc openai http://127.0.0.1:$LLAMA_PORT "$conc"
+  bench "llama-server-$conc" openai http://127.0.0.1:$LLAMA_PORT "$conc"
 done
 kill $server && wait $server 2>/dev/null || true
