@@ -135,28 +135,27 @@ class Determinizer {
   uint32_t generation_ = 0;
 };
 
-// Moore's partition refinement over the rule's states, the last ones of the
-// automaton (with their edges, the last edges): states that match the same
-// byte and call sequences to the rule's end are merged, which also makes
-// their token tables one. Signatures hold the class, finality and the edges
-// with targets replaced by classes (adjacent byte ranges to one class
-// joined); classes are renumbered until their number stops growing.
-void MinimizeLastRule(Automaton& a, int32_t state_begin, int32_t edge_begin, int32_t call_begin) {
-  const int32_t n = static_cast<int32_t>(a.states.size()) - state_begin;
-  std::vector<int32_t> cls(n), next_cls(n);
-  for (int32_t i = 0; i < n; ++i) cls[i] = a.states[state_begin + i].final ? 1 : 0;
+// Moore's partition refinement over the states [begin, end) of one rule:
+// classes of states that match the same byte and call sequences to the
+// rule's end. A signature holds the class, finality and the edges with
+// targets replaced by classes (adjacent byte ranges to one class joined);
+// classes are renumbered, in state order, until their number stops growing,
+// so the rule's start (its first state) is class 0.
+std::vector<int32_t> EquivalenceClasses(const Automaton& a, int32_t begin, int32_t end) {
+  const int32_t n = end - begin;
+  std::vector<int32_t> cls(n), next(n);
+  for (int32_t i = 0; i < n; ++i) cls[i] = a.states[begin + i].final ? 1 : 0;
   int32_t num_classes = 0;
   std::vector<int64_t> sig;
   for (;;) {
     absl::flat_hash_map<std::vector<int64_t>, int32_t> ids;
     for (int32_t i = 0; i < n; ++i) {
-      const AutomatonState& st = a.states[state_begin + i];
+      const AutomatonState& st = a.states[begin + i];
       sig.assign({cls[i]});
       for (int32_t e = st.edges_begin; e < st.edges_end; ++e) {
         const ByteEdge& edge = a.byte_edges[e];
-        const int32_t target = cls[edge.target - state_begin];
-        if (sig.size() >= 4 && sig[sig.size() - 1] == target &&
-            sig[sig.size() - 2] + 1 == edge.lo) {
+        const int32_t target = cls[edge.target - begin];
+        if (sig.size() >= 4 && sig.back() == target && sig[sig.size() - 2] + 1 == edge.lo) {
           sig[sig.size() - 2] = edge.hi;
         } else {
           sig.insert(sig.end(), {edge.lo, edge.hi, target});
@@ -164,20 +163,25 @@ void MinimizeLastRule(Automaton& a, int32_t state_begin, int32_t edge_begin, int
       }
       sig.push_back(-1);
       for (int32_t c = st.calls_begin; c < st.calls_end; ++c) {
-        sig.insert(sig.end(), {a.call_edges[c].rule, cls[a.call_edges[c].target - state_begin]});
+        sig.insert(sig.end(), {a.call_edges[c].rule, cls[a.call_edges[c].target - begin]});
       }
-      next_cls[i] = ids.try_emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+      next[i] = ids.try_emplace(sig, static_cast<int32_t>(ids.size())).first->second;
     }
-    const auto count = static_cast<int32_t>(ids.size());
-    cls.swap(next_cls);
-    if (count == num_classes) break;
-    num_classes = count;
+    cls.swap(next);
+    if (static_cast<int32_t>(ids.size()) == num_classes) return cls;
+    num_classes = static_cast<int32_t>(ids.size());
   }
-  // Class c becomes state state_begin + c; the start (state 0 of the rule)
-  // stays first because it was numbered first.
+}
+
+// Replaces the last rule's states (and their edges, the last edges) by one
+// state per equivalence class: the rule's automaton, minimized.
+void MinimizeLastRule(Automaton& a, int32_t state_begin, int32_t edge_begin, int32_t call_begin) {
+  const std::vector<int32_t> cls =
+      EquivalenceClasses(a, state_begin, static_cast<int32_t>(a.states.size()));
+  const int32_t num_classes = *std::max_element(cls.begin(), cls.end()) + 1;
   std::vector<int32_t> rep(num_classes, -1);
-  for (int32_t i = 0; i < n; ++i) {
-    if (rep[cls[i]] < 0) rep[cls[i]] = i;
+  for (size_t i = 0; i < cls.size(); ++i) {
+    if (rep[cls[i]] < 0) rep[cls[i]] = static_cast<int32_t>(i);
   }
   const std::vector<ByteEdge> edges(a.byte_edges.begin() + edge_begin, a.byte_edges.end());
   const std::vector<CallEdge> calls(a.call_edges.begin() + call_begin, a.call_edges.end());
@@ -193,7 +197,7 @@ void MinimizeLastRule(Automaton& a, int32_t state_begin, int32_t edge_begin, int
     for (int32_t e = eb; e < ee; ++e) {
       ByteEdge edge = edges[e];
       edge.target = state_begin + cls[edge.target - state_begin];
-      if (!a.byte_edges.empty() && static_cast<int32_t>(a.byte_edges.size()) > st.edges_begin &&
+      if (static_cast<int32_t>(a.byte_edges.size()) > st.edges_begin &&
           a.byte_edges.back().target == edge.target && a.byte_edges.back().hi + 1 == edge.lo) {
         a.byte_edges.back().hi = edge.hi;
       } else {
@@ -203,9 +207,7 @@ void MinimizeLastRule(Automaton& a, int32_t state_begin, int32_t edge_begin, int
     st.edges_end = static_cast<int32_t>(a.byte_edges.size());
     st.calls_begin = static_cast<int32_t>(a.call_edges.size());
     for (int32_t k = cb; k < ce; ++k) {
-      CallEdge call = calls[k];
-      call.target = state_begin + cls[call.target - state_begin];
-      a.call_edges.push_back(call);
+      a.call_edges.push_back({calls[k].rule, state_begin + cls[calls[k].target - state_begin]});
     }
     st.calls_end = static_cast<int32_t>(a.call_edges.size());
     a.states.push_back(st);

@@ -154,6 +154,8 @@ absl::StatusOr<std::unique_ptr<ConstraintCompiler>> ConstraintCompiler::Create(
       return absl::InvalidArgumentError(
           absl::StrCat("EOS token ", eos, " is outside [0, ", vocabulary.vocab_size, ")"));
     }
+    // EOS ends the output; it never spells text, whatever bytes it has.
+    if (eos < num_tokens) vocabulary.token_bytes[eos].clear();
   }
   auto vocab = std::make_shared<const constraint::VocabularyIndex>(
       std::move(vocabulary.token_bytes), std::move(vocabulary.eos_token_ids),

@@ -20,7 +20,8 @@ namespace loom {
 struct ConstraintVocabulary {
   // token_bytes[id]: the bytes token id decodes to on its own (Tokenizer::
   // TokenBytes). Empty for tokens that never spell text (special and control
-  // tokens): those are never allowed, except EOS where the output may end.
+  // tokens): those are never allowed, except EOS where the output may end
+  // (the EOS ids never spell text, whatever bytes they are given).
   std::vector<std::string> token_bytes;
   std::vector<int32_t> eos_token_ids;
   // The logits width, >= token_bytes.size(); ids past token_bytes are never

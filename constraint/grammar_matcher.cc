@@ -122,7 +122,10 @@ bool GrammarMatcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   std::fill(bitmask.begin(), bitmask.end(), 0u);
   if (terminated_ && !accepting_) return false;
   const TokenTables& tables = grammar_->tables();
-  for (const StackTop& top : tops_) tables.OrAccepted(tables.For(top.state), bitmask);
+  for (const StackTop& top : tops_) {
+    LOOM_CHECK(tables.Has(top.state)) << "no token table for state " << top.state;
+    tables.OrAccepted(tables.For(top.state), bitmask);
+  }
   for (const StackTop& top : tops_) CheckUncertain(top, bitmask);
   if (accepting_) {
     for (int32_t eos : vocab.eos_token_ids) bitmask[eos >> 5] |= 1u << (eos & 31);

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "tool_calls/tool_call_grammar.h"
 
@@ -81,28 +80,13 @@ absl::StatusOr<std::shared_ptr<const TokenConstraint>> CompileRequestConstraint(
   }
   absl::StatusOr<std::shared_ptr<const TokenConstraint>> compiled =
       outputs.compiler->Compile(*spec);
-  const absl::StatusCode code = compiled.status().code();
-  if (compiled.ok() || (code != absl::StatusCode::kInvalidArgument &&
-                        code != absl::StatusCode::kResourceExhausted)) {
-    return compiled;
-  }
-  // A limit's message says which was exceeded; the client also needs the
-  // field and the flags that set the limits.
-  std::string message(compiled.status().message());
-  if (code == absl::StatusCode::kResourceExhausted) {
-    const ConstraintLimits& limits = outputs.compiler->limits();
-    message = absl::StrCat(
-        std::string(ConstraintKindName(spec->kind)), ": ", message,
-        " (--max_constraint_bytes=", limits.max_text_bytes,
-        ", --max_constraint_states=", limits.max_states,
-        ", --constraint_compile_timeout=", absl::FormatDuration(limits.max_compile_time), ")");
-  }
   // A grammar Loom composed for tool calls is the tools' doing, not a
   // grammar the client sent.
-  if (ForcesToolCalls(request)) {
-    message = absl::StrCat("messages.tools: the tool-call grammar: ", message);
+  if (compiled.status().code() == absl::StatusCode::kInvalidArgument && ForcesToolCalls(request)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("messages.tools: the tool-call grammar: ", compiled.status().message()));
   }
-  return absl::InvalidArgumentError(message);
+  return compiled;
 }
 
 }  // namespace loom

@@ -2,8 +2,9 @@
 // the tool-call grammar its messages force (tool_choice required or a named
 // function, in the model's tool-call format), compiled by the loaded model's
 // ConstraintCompiler. Every error is INVALID_ARGUMENT naming the field and
-// the problem ("json_schema: at /properties/age: ..."), limits included: a
-// schema too large or too slow to compile is the request's fault.
+// the problem ("json_schema: at /properties/age: ..."), the compiler's limits
+// included ("regex: the automaton exceeds the limit of 50000 states"): a
+// constraint too large or too slow to compile is the request's fault.
 #pragma once
 
 #include <memory>

@@ -4,6 +4,7 @@
 // end, termination, rollback, clones, and the compiler's cache and limits.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -211,6 +212,56 @@ TEST_F(MatcherTest, LimitsRefuseLargeConstraints) {
   status = slow->Compile({ConstraintKind::kJsonObject, "", {}}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(std::string(status.message()), "json_object: compiling exceeds the compile-time limit");
+}
+
+TEST_F(MatcherTest, CompileIsThreadSafe) {
+  const std::vector<ConstraintSpec> specs = {{ConstraintKind::kRegex, "(ab)+", {}},
+                                             {ConstraintKind::kJsonObject, "", {}},
+                                             {ConstraintKind::kChoice, "", {"true", "null"}},
+                                             {ConstraintKind::kGrammar, "root ::= \"a\"+", {}}};
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::shared_ptr<const TokenConstraint>>> got(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        for (const ConstraintSpec& spec : specs) {
+          auto c = compiler_->Compile(spec);
+          ASSERT_TRUE(c.ok()) << c.status();
+          got[t].push_back(*c);
+          // Matchers of a shared constraint run on any thread.
+          auto m = (*c)->NewMatcher();
+          std::vector<uint32_t> mask(TokenBitmaskWords(vocab_.vocab_size));
+          EXPECT_TRUE(m->FillNextTokenBitmask(mask));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const ConstraintCompiler::CacheStats stats = compiler_->cache_stats();
+  EXPECT_EQ(stats.hits + stats.misses, 4 * 5 * 4);
+  EXPECT_EQ(stats.entries, 4);
+  // By the last round every thread hit the cache: one compiled constraint
+  // per spec.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const auto cached = *compiler_->Compile(specs[i]);
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t][specs.size() * 4 + i].get(), cached.get());
+  }
+}
+
+TEST(CompilerCreateTest, EosNeverSpellsText) {
+  // EOS (id 1) has the bytes "a": still only allowed where the output may end.
+  ConstraintVocabulary v;
+  v.token_bytes = {"a", "a", "b"};
+  v.eos_token_ids = {1};
+  v.vocab_size = 3;
+  auto compiler = *ConstraintCompiler::Create(v);
+  auto c = *compiler->Compile({ConstraintKind::kRegex, "ab?", {}});
+  auto m = c->NewMatcher();
+  std::vector<uint32_t> mask = CheckedMask(*m, 3);
+  EXPECT_EQ(mask[0], 1u);  // token 0 only
+  ASSERT_TRUE(m->AcceptToken(0));
+  mask = CheckedMask(*m, 3);
+  EXPECT_EQ(mask[0], 0b110u);  // "b" or EOS
 }
 
 TEST(CompilerCreateTest, RefusesUnusableVocabularies) {
