@@ -2,6 +2,7 @@
 // per (token, head). The fast path works per (token, kv head, partition): the
 // query heads sharing a kv head read each K/V row once (GQA), partitions of
 // long contexts run in parallel, and a reduce merges them (flash-decoding).
+// Prefill chunks go to attention_prefill.cc, tiled over queries.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/cpu/attention_prefill.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 
@@ -251,9 +253,11 @@ void StoreItem(const PagedAttentionParams<float>& p, const Partitioning& parts, 
   }
 }
 
-// Every (token, kv head, partition) item, in parallel.
+// Every (token, kv head, partition) item of the tokens PrefillAttention does
+// not take, in parallel.
 void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts,
-                 const std::vector<int32_t>& seq_of, ParallelFor& pool) {
+                 const std::vector<int32_t>& seq_of, const std::vector<char>& tiled,
+                 ParallelFor& pool) {
   const PagedKv<float>& kv = p.kv;
   const int32_t d = kv.head_dim;
   const int32_t group = p.num_heads / kv.num_kv_heads;
@@ -266,7 +270,7 @@ void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts
       const int32_t kvh = static_cast<int32_t>(idx / parts.parts % kv.num_kv_heads);
       const int32_t t = static_cast<int32_t>(idx / parts.parts / kv.num_kv_heads);
       const int32_t n_parts = parts.NumParts(p, t);
-      if (part >= n_parts) continue;
+      if (part >= n_parts || tiled[t]) continue;
       const int32_t n = kv.positions[t] + 1;
       const Item it{seq_of[t], t, kvh, parts.split ? part * p.partition_size : 0,
                     parts.split ? std::min(n, (part + 1) * p.partition_size) : n};
@@ -311,10 +315,19 @@ void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
   const Partitioning parts = CheckPartitioning(p);
   const std::vector<int32_t> seq_of = TokenSeqs(p.kv);
   CheckTokens(p, parts, seq_of);
-  AttendItems(p, parts, seq_of, pool);
+  std::vector<char> tiled(p.kv.num_tokens);
+  bool any_tiled = false;
+  for (int32_t t = 0; t < p.kv.num_tokens; ++t) {
+    tiled[t] = IsTiledPrefill(p.kv, seq_of[t]);
+    any_tiled = any_tiled || tiled[t];
+  }
+  if (any_tiled) PrefillAttention(p, pool);
+  AttendItems(p, parts, seq_of, tiled, pool);
   if (!parts.split) return;
   pool.Run(static_cast<int64_t>(p.kv.num_tokens) * p.num_heads, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t th = begin; th < end; ++th) ReduceHead(p, parts, th);
+    for (int64_t th = begin; th < end; ++th) {
+      if (!tiled[th / p.num_heads]) ReduceHead(p, parts, th);
+    }
   });
 }
 
