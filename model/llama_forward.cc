@@ -23,9 +23,28 @@ namespace kc = kernels::cpu;
 // so a few long sequences still spread over every thread.
 constexpr int32_t kPartitionSize = 256;
 
-// y[m, w.n] = x[m, w.k] W^T (+ bias).
-void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
-            kernels::ParallelFor& pool) {
+}  // namespace
+
+void ForwardBatch::Clear() {
+  token_ids.clear();
+  positions.clear();
+  slot_mapping.clear();
+  query_start.assign(1, 0);
+  context_lens.clear();
+  block_tables.clear();
+  max_blocks_per_seq = 0;
+  logit_rows.clear();
+}
+
+LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
+                           bool int8_prefill)
+    : config_(config),
+      weights_(weights),
+      int8_prefill_(int8_prefill),
+      inv_freq_(RopeInverseFrequencies(config)) {}
+
+void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
+                          kernels::ParallelFor& pool) const {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();
   kc::QuantType quant = kc::QuantType::kQ4_1;
   switch (w.dtype) {
@@ -44,24 +63,10 @@ void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
     case LinearDType::kQ4_1:
       break;
   }
-  kc::MatmulQuant({x, w.quant.data(), quant, bias, y, m, w.n, w.k, w.k, w.n}, pool);
+  kc::MatmulQuantParams p{x, w.quant.data(), quant, bias, y, m, w.n, w.k, w.k, w.n};
+  p.quantize_x = int8_prefill_;
+  kc::MatmulQuant(p, pool);
 }
-
-}  // namespace
-
-void ForwardBatch::Clear() {
-  token_ids.clear();
-  positions.clear();
-  slot_mapping.clear();
-  query_start.assign(1, 0);
-  context_lens.clear();
-  block_tables.clear();
-  max_blocks_per_seq = 0;
-  logit_rows.clear();
-}
-
-LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights)
-    : config_(config), weights_(weights), inv_freq_(RopeInverseFrequencies(config)) {}
 
 void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool,
                        std::vector<float>& logits, absl::FunctionRef<void()> on_layer) {

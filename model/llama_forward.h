@@ -51,8 +51,10 @@ struct KvPool {
 
 class LlamaForward {
  public:
-  // config and weights must outlive this object.
-  LlamaForward(const ModelConfig& config, const LlamaWeights& weights);
+  // config and weights must outlive this object. int8_prefill: Q4_0/Q4_1
+  // matmuls of 33 tokens or more round their activations to int8
+  // (MatmulQuantParams::quantize_x).
+  LlamaForward(const ModelConfig& config, const LlamaWeights& weights, bool int8_prefill = false);
 
   // Runs the batch; writes [logit_rows.size(), vocab] logits. on_layer runs
   // after each layer (progress for the engine's liveness).
@@ -63,8 +65,13 @@ class LlamaForward {
  private:
   void Layer(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);
 
+  // y[m, w.n] = x[m, w.k] W^T (+ bias).
+  void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
+              kernels::ParallelFor& pool) const;
+
   const ModelConfig& config_;
   const LlamaWeights& weights_;
+  const bool int8_prefill_;
   std::vector<float> inv_freq_;
   // Activations, [num_tokens, width], reused across steps.
   std::vector<float> residual_, normed_, qkv_, attn_, proj_, gate_up_, act_;

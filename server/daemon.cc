@@ -84,6 +84,7 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   options.device = config.device;
   options.dtype = config.dtype;
   options.attention_kernel = config.attention_kernel;
+  options.cpu_prefill_precision = config.cpu_prefill_precision;
   options.block_size = config.block_size;
   options.kv_cache_bytes = config.kv_cache_bytes;
   options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;

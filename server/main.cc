@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, device, "auto", "auto (cuda when usable, else cpu), cpu o
 ABSL_FLAG(std::string, dtype, "auto", "auto, float32, bfloat16 or float16.");
 ABSL_FLAG(std::string, attention_kernel, "auto",
           "CUDA paged decode attention: auto (v1 until v2 is verified on a GPU), v1 or v2.");
+ABSL_FLAG(std::string, cpu_prefill_precision, "float32",
+          "CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8 (llama.cpp's "
+          "precision, about twice as fast).");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
 ABSL_FLAG(int32_t, http_port, 8080,
           "HTTP port for the OpenAI API, /metrics, /healthz and /readyz (0: a free one).");
@@ -196,6 +199,7 @@ int Run(int argc, char** argv) {
   config.device = absl::GetFlag(FLAGS_device);
   config.dtype = absl::GetFlag(FLAGS_dtype);
   config.attention_kernel = absl::GetFlag(FLAGS_attention_kernel);
+  config.cpu_prefill_precision = absl::GetFlag(FLAGS_cpu_prefill_precision);
   config.port = absl::GetFlag(FLAGS_port);
   config.http_port = absl::GetFlag(FLAGS_http_port);
   config.host = absl::GetFlag(FLAGS_host);

@@ -19,6 +19,9 @@ struct ServerConfig {
   std::string dtype = "auto";
   // CUDA decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
+  // CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8
+  // (llama.cpp's precision, about twice as fast).
+  std::string cpu_prefill_precision = "float32";
   int32_t port = 50051;  // 0 picks a free port
   int32_t http_port = 8080;
   std::string host = "0.0.0.0";

@@ -34,6 +34,17 @@ TEST(ServerConfigTest, AttentionKernelTakesAutoV1OrV2) {
   ExpectInvalid(c, "attention_kernel must be one of auto, v1, v2; got \"V2\"");
 }
 
+TEST(ServerConfigTest, CpuPrefillPrecisionTakesFloat32OrInt8) {
+  for (const char* precision : {"float32", "int8"}) {
+    ServerConfig c = Valid();
+    c.cpu_prefill_precision = precision;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << precision;
+  }
+  ServerConfig c = Valid();
+  c.cpu_prefill_precision = "bfloat16";
+  ExpectInvalid(c, "cpu_prefill_precision must be one of float32, int8; got \"bfloat16\"");
+}
+
 TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
   for (int ok : {8, 16, 32, 256}) {
     ServerConfig c = Valid();
