@@ -68,8 +68,13 @@ EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& mod
   s.max_num_batched_tokens = ResolvedMaxNumBatchedTokens(config, device);
   s.max_model_len = model.max_model_len;
   s.max_queued_requests = config.max_queued_requests;
-  s.policy = config.scheduling_policy == "priority" ? SchedulingPolicy::kPriority
-                                                    : SchedulingPolicy::kFcfs;
+  s.policy = config.scheduling_policy == "priority"          ? SchedulingPolicy::kPriority
+             : config.scheduling_policy == "shortest_prompt" ? SchedulingPolicy::kShortestPrompt
+                                                             : SchedulingPolicy::kFcfs;
+  const PrefillChunking chunking = ResolvedPrefillChunking(config, device);
+  s.long_prefill_token_threshold = chunking.long_prefill_token_threshold;
+  s.max_num_partial_prefills = chunking.max_num_partial_prefills;
+  s.prompt_token_aging = chunking.prompt_token_aging;
   s.admission =
       config.admission == "reserve" ? AdmissionPolicy::kReserve : AdmissionPolicy::kOptimistic;
   s.eos_token_ids =
@@ -524,9 +529,16 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
       std::shared_ptr<const Tokenizer>(model, model->tokenizer.get()));
   const std::string device = (*executor)->Geometry().device;
   const EngineConfig engine_config = MakeEngineConfig(config, *model, device);
-  LogLine(absl::StrCat(
-      "max_num_batched_tokens ", engine_config.scheduler.max_num_batched_tokens,
-      config.max_num_batched_tokens == 0 ? absl::StrCat(" (by device: ", device, ")") : ""));
+  const SchedulerConfig& sched = engine_config.scheduler;
+  LogLine(absl::StrCat("scheduler (", device, "): max_num_batched_tokens ",
+                       sched.max_num_batched_tokens, ", long_prefill_token_threshold ",
+                       sched.long_prefill_token_threshold, ", max_num_partial_prefills ",
+                       sched.max_num_partial_prefills, ", scheduling_policy ",
+                       config.scheduling_policy,
+                       sched.policy == SchedulingPolicy::kShortestPrompt
+                           ? absl::StrCat(" (prompt_token_aging ",
+                                          absl::FormatDuration(sched.prompt_token_aging), ")")
+                           : ""));
   Engine engine(engine_config, *std::move(executor), std::move(detokenizer));
 
   const ExecutorGeometry& geometry = engine.geometry();
