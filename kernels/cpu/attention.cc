@@ -1,8 +1,9 @@
 // Paged attention on the CPU. The reference is the textbook two-pass softmax
 // per (token, head). The fast path works per (token, kv head, partition): the
 // query heads sharing a kv head read each K/V row once (GQA), partitions of
-// long contexts run in parallel, and a reduce merges them (flash-decoding).
-// Prefill chunks go to attention_prefill.cc, tiled over queries.
+// long contexts run in parallel, and a reduce merges them (flash-decoding);
+// each item runs attention_decode.cc's kernel on AVX2. Prefill chunks go to
+// attention_prefill.cc, tiled over queries.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/cpu/attention_decode.h"
 #include "kernels/cpu/attention_prefill.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
@@ -62,13 +64,7 @@ inline void ForEachPosition(const PagedKv<float>& kv, int32_t seq, int32_t kv_he
   }
 }
 
-struct Item {
-  int32_t seq;
-  int32_t token;
-  int32_t kv_head;
-  int32_t begin;  // first position of the partition
-  int32_t end;    // one past its last position
-};
+using Item = AttendItem;
 
 // scores[g * len + i] = scale * q_g . k_i for the group's query heads g over
 // the item's positions i.
@@ -135,11 +131,6 @@ __attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionPa
 using AttendFn = void (*)(const PagedAttentionParams<float>&, const Item&, float*, float*, float*,
                           float*);
 
-__attribute__((target("avx512f"))) void AttendItemAvx512(const PagedAttentionParams<float>& p,
-                                                         const Item& it, float* scores, float* acc,
-                                                         float* max_out, float* sum_out) {
-  AttendItemBody(p, it, scores, acc, max_out, sum_out);
-}
 __attribute__((target("avx2,fma"))) void AttendItemAvx2(const PagedAttentionParams<float>& p,
                                                         const Item& it, float* scores, float* acc,
                                                         float* max_out, float* sum_out) {
@@ -224,10 +215,11 @@ void CheckTokens(const PagedAttentionParams<float>& p, const Partitioning& parts
   }
 }
 
-AttendFn AttendForCpu() {
-  return DetectedSimd() == SimdLevel::kAvx512 ? AttendItemAvx512
-         : DetectedSimd() == SimdLevel::kAvx2 ? AttendItemAvx2
-                                              : AttendItemScalar;
+// The vector kernel (attention_decode.h) where it applies, else the
+// compiler-vectorised loops.
+AttendFn AttendForCpu(int32_t head_dim) {
+  if (VectorDecodeSupported(head_dim)) return AttendItemVector;
+  return DetectedSimd() >= SimdLevel::kAvx2 ? AttendItemAvx2 : AttendItemScalar;
 }
 
 // One kv head's results for its query heads: normalised into out when the
@@ -261,7 +253,7 @@ void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts
   const PagedKv<float>& kv = p.kv;
   const int32_t d = kv.head_dim;
   const int32_t group = p.num_heads / kv.num_kv_heads;
-  const AttendFn attend = AttendForCpu();
+  const AttendFn attend = AttendForCpu(d);
   const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts.parts;
   pool.Run(num_items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
