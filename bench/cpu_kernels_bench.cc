@@ -106,23 +106,47 @@ BENCHMARK(BM_MatmulBf16)
     ->Args({512, 1536, 576})
     ->UseRealTime();
 
+// Offsets of a block's fp16 fields (its scale, then its min or offset).
+std::vector<int> HalfFields(kc::QuantType type) {
+  switch (type) {
+    case kc::QuantType::kQ4_1:
+    case kc::QuantType::kQ5_1:
+    case kc::QuantType::kQ4_K:
+    case kc::QuantType::kQ5_K:
+      return {0, 2};
+    case kc::QuantType::kQ2_K:
+      return {80, 82};
+    case kc::QuantType::kQ3_K:
+      return {108};
+    case kc::QuantType::kQ6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
 // The same shapes with W in ggml blocks (the CPU executor's dtype auto on a
-// quantized GGUF: SmolLM2's Q4_1 layers and Q8_0 tied lm_head). Third
-// argument: 0 = Q8_0, 1 = Q4_0, 2 = Q4_1.
+// quantized GGUF: SmolLM2's Q4_1 layers and Q8_0 tied lm_head; Gemma 3
+// 270M's Q5_0 q/k/v and gate/up, Q4_K and Q6_K o_proj and down, Q8_0 tied
+// lm_head). Fourth argument: the QuantType (0 = Q8_0, 1 = Q4_0, 2 = Q4_1,
+// 3 = Q5_0, 7 = Q4_K, 9 = Q6_K).
 void BM_MatmulQuant(benchmark::State& state) {
   const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
   const auto type = static_cast<kc::QuantType>(state.range(3));
   state.SetLabel(kc::QuantTypeName(type));
   const std::vector<float> x = Random(static_cast<size_t>(m) * k, 1);
-  const int64_t blocks = static_cast<int64_t>(n) * k / kernels::kQuantBlock;
-  std::vector<std::byte> w(blocks * kc::QuantBlockBytes(type));
+  const int64_t blocks = static_cast<int64_t>(n) * k / kc::QuantBlockValues(type);
+  const int64_t block_bytes = kc::QuantBlockBytes(type);
+  std::vector<std::byte> w(blocks * block_bytes);
   std::mt19937 rng(2);
   for (std::byte& b : w) b = static_cast<std::byte>(rng());
   for (int64_t i = 0; i < blocks; ++i) {
-    // Finite scales: fp16 0.01 (and offset -0.08 for Q4_1).
+    // Finite scales: fp16 0.01, and offsets or mins -0.08.
     const uint16_t scales[2] = {0x211f, 0xad1f};
-    std::memcpy(w.data() + i * kc::QuantBlockBytes(type), scales,
-                type == kc::QuantType::kQ4_1 ? 4 : 2);
+    const std::vector<int> fields = HalfFields(type);
+    for (size_t f = 0; f < fields.size(); ++f) {
+      std::memcpy(w.data() + i * block_bytes + fields[f], &scales[f], 2);
+    }
   }
   std::vector<float> y(static_cast<size_t>(m) * n);
   for (auto _ : state) {
@@ -136,6 +160,11 @@ BENCHMARK(BM_MatmulQuant)
     ->Args({1, 1536, 576, 0})
     ->Args({1, 1536, 576, 1})
     ->Args({512, 1536, 576, 2})
+    ->ArgsProduct({{1, 16, 32}, {4096}, {640}, {3}})
+    ->ArgsProduct({{1, 16, 32}, {640}, {2048}, {7, 9}})
+    ->ArgsProduct({{16}, {262144}, {640}, {0}})
+    ->Args({512, 4096, 640, 3})
+    ->Args({512, 640, 2048, 7})
     ->UseRealTime();
 
 void BM_RmsNorm(benchmark::State& state) {

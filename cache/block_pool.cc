@@ -78,7 +78,7 @@ void BlockPool::TakeFree(BlockId id) {
   Block& block = blocks_[static_cast<size_t>(id)];
   if (block.cached) {
     index_.Erase(block.hash, id);
-    if (eviction_log_ != nullptr) {
+    if (eviction_log_ != nullptr && block.reported) {
       eviction_log_->push_back(block.hash);
     }
     block.cached = false;
@@ -125,7 +125,7 @@ void BlockPool::Release(BlockId id) {
   }
 }
 
-bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
+bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash, bool reported) {
   Block& block = blocks_[Checked(id)];
   LOOM_CHECK(block.ref_cnt > 0);
   if (!enable_caching_) {
@@ -139,6 +139,7 @@ bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
     return false;
   }
   block.cached = true;
+  block.reported = reported;
   block.hash = hash;
   return true;
 }
@@ -147,7 +148,7 @@ std::vector<BlockHash> BlockPool::CachedHashes() const {
   std::vector<BlockHash> hashes;
   hashes.reserve(static_cast<size_t>(index_.size()));
   for (const Block& block : blocks_) {
-    if (block.cached) {
+    if (block.cached && block.reported) {
       hashes.push_back(block.hash);
     }
   }

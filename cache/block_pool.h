@@ -49,14 +49,17 @@ class BlockPool {
   // did. Does nothing when caching is off, when the block is already cached,
   // or when another block already holds this prefix (block tables are
   // append-only, so the duplicate cannot replace it and simply stays out of
-  // the index).
-  bool CacheFullBlock(BlockId id, const BlockHash& hash);
+  // the index). An unreported block (a page other than a logical block's
+  // first, see types/kv_cache_layout.h) is left out of the eviction log and
+  // of CachedHashes: routers know blocks by their first page.
+  bool CacheFullBlock(BlockId id, const BlockHash& hash, bool reported = true);
 
-  // From now on, the hash of every cached block that Allocate evicts is
-  // appended to *log (nullptr stops it). The log must outlive its use.
+  // From now on, the hash of every reported cached block that Allocate evicts
+  // is appended to *log (nullptr stops it). The log must outlive its use.
   void set_eviction_log(std::vector<BlockHash>* log) { eviction_log_ = log; }
 
-  // The hashes of every block in the prefix index, held or free, in block order.
+  // The hashes of every reported block in the prefix index, held or free, in
+  // block order.
   [[nodiscard]] std::vector<BlockHash> CachedHashes() const;
 
   // Starts loading a block's record; a hint for callers about to touch it.
@@ -93,7 +96,8 @@ class BlockPool {
   struct Block {
     int32_t ref_cnt = 0;
     bool cached = false;
-    BlockHash hash;  // meaningful only when cached
+    bool reported = true;  // meaningful only when cached
+    BlockHash hash;        // meaningful only when cached
   };
 
   // How far behind the free queue's head Allocate starts loading what taking

@@ -11,9 +11,51 @@ namespace loom {
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : block_size_(config.block_size),
       enable_prefix_caching_(config.enable_prefix_caching),
+      groups_(config.layout, config.block_size),
+      stride_(groups_.stride()),
       pool_(config.num_blocks, config.enable_prefix_caching) {
   LOOM_CHECK(config.num_blocks >= 2);
   LOOM_CHECK(config.block_size >= 1);
+}
+
+void KvCacheManager::Hold(BlockId id, size_t entry) {
+  if (pool_.ref_cnt(id) == 0) {
+    (groups_.is_sliding(static_cast<int32_t>(entry % stride_)) ? num_used_sliding_
+                                                               : num_used_full_)++;
+  }
+  pool_.Touch(id);
+}
+
+void KvCacheManager::Drop(BlockId id, size_t entry) {
+  pool_.Release(id);
+  if (pool_.ref_cnt(id) == 0) {
+    (groups_.is_sliding(static_cast<int32_t>(entry % stride_)) ? num_used_sliding_
+                                                               : num_used_full_)--;
+  }
+}
+
+void KvCacheManager::ReleaseOutOfWindow(int64_t position, Sequence& seq) {
+  const int64_t first =
+      std::min<int64_t>(groups_.FirstNeededBlock(position), static_cast<int64_t>(NumLogical(seq)));
+  for (; seq.num_released < first; ++seq.num_released) {
+    const size_t base = static_cast<size_t>(seq.num_released) * stride_;
+    for (int32_t k = 0; k < stride_; ++k) {
+      BlockId& id = seq.block_table[base + k];
+      if (groups_.is_sliding(k) && id != kNullBlockId) {
+        Drop(id, base + k);
+        id = kNullBlockId;
+      }
+    }
+  }
+}
+
+int32_t KvCacheManager::NumBlocksHeld(int64_t seq_id) const {
+  const auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return 0;
+  // The null entries are the sliding pages of the released blocks.
+  const Sequence& seq = it->second;
+  return static_cast<int32_t>(static_cast<int64_t>(seq.block_table.size()) -
+                              seq.num_released * groups_.sliding_pages());
 }
 
 BlockHash KvCacheManager::HashBlock(const CacheRequest& req, const BlockHash& parent,
@@ -33,6 +75,12 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
   // Leave the last token uncovered even when the prompt fills whole blocks.
   const size_t num_tokens = req.token_ids.size();
   const size_t max_blocks = num_tokens == 0 ? 0 : (num_tokens - 1) / block_size_;
+  if (stride_ > 1 || groups_.has_sliding_window()) {
+    computed = FindHitByGroup(req, max_blocks);
+    prefix_query_tokens_ += static_cast<int64_t>(num_tokens);
+    prefix_hit_tokens_ += computed.num_computed_tokens;
+    return computed;
+  }
   // Hashing stops at the first miss, so a lookup costs the hit plus one block.
   BlockHash parent;
   for (size_t i = 0; i < max_blocks; ++i) {
@@ -50,6 +98,44 @@ ComputedBlocks KvCacheManager::GetComputedBlocks(const CacheRequest& req) {
   return computed;
 }
 
+ComputedBlocks KvCacheManager::FindHitByGroup(const CacheRequest& req, size_t max_blocks) {
+  // Which pages of each logical block are cached, group by group. Hashing
+  // stops where a full-attention group misses (no later block can be a hit);
+  // a layout of sliding groups only looks at every block, for the window.
+  const auto num_groups = static_cast<size_t>(groups_.num_groups());
+  std::vector<std::vector<bool>> cached(num_groups);
+  std::vector<BlockId> found;
+  BlockHash parent;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    parent = HashBlock(req, parent, i);
+    std::vector<bool> group_cached(num_groups, true);
+    for (int32_t k = 0; k < stride_; ++k) {
+      const std::optional<BlockId> block = pool_.Lookup(groups_.PageHash(parent, k));
+      found.push_back(block.value_or(kNullBlockId));
+      if (!block.has_value()) group_cached[static_cast<size_t>(groups_.group_of(k))] = false;
+    }
+    bool full_missed = false;
+    for (size_t g = 0; g < num_groups; ++g) {
+      cached[g].push_back(group_cached[g]);
+      full_missed |= !group_cached[g] && !groups_.group_is_sliding(static_cast<int32_t>(g));
+    }
+    if (full_missed) break;
+  }
+  ComputedBlocks computed;
+  const int64_t hit = groups_.LongestHit(cached);
+  const int64_t first = groups_.FirstNeededBlock(hit * block_size_);
+  for (int64_t b = 0; b < hit; ++b) {
+    for (int32_t k = 0; k < stride_; ++k) {
+      // Pages before the window are not needed: they stay the null block.
+      const bool needed = !groups_.is_sliding(k) || b >= first;
+      computed.blocks.push_back(needed ? found[static_cast<size_t>(b) * stride_ + k]
+                                       : kNullBlockId);
+    }
+  }
+  computed.num_computed_tokens = static_cast<int32_t>(hit) * block_size_;
+  return computed;
+}
+
 std::optional<SlotAllocation> KvCacheManager::AllocateSlots(const CacheRequest& req,
                                                             int32_t num_computed_tokens,
                                                             int32_t num_new_tokens,
@@ -58,36 +144,47 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(const CacheRequest& 
   // One lookup for a known sequence; a new one is inserted only once the
   // allocation is known to succeed, so a failed call leaves no entry behind.
   auto it = seqs_.find(req.seq_id);
-  const size_t num_held = it == seqs_.end() ? 0 : it->second.block_table.size();
+  const size_t num_held = it == seqs_.end() ? 0 : NumLogical(it->second);
   LOOM_CHECK(static_cast<int64_t>(num_computed_tokens) <=
              static_cast<int64_t>(num_held) * block_size_);
+  // Pages the window has left go back to the pool first, whether or not the
+  // call then finds room: no query reads them again.
+  if (it != seqs_.end()) ReleaseOutOfWindow(num_computed_tokens, it->second);
 
   const std::span<const BlockId> hits =
       new_computed == nullptr ? std::span<const BlockId>() : std::span(new_computed->blocks);
-  const int32_t num_hit_tokens = static_cast<int32_t>(hits.size()) * block_size_;
+  LOOM_CHECK(hits.size() % static_cast<size_t>(stride_) == 0);
+  const size_t num_hit_blocks = hits.size() / stride_;
+  const int32_t num_hit_tokens = static_cast<int32_t>(num_hit_blocks) * block_size_;
   // Hits must come from GetComputedBlocks in this same step: checking each
-  // block against the request's own hash chain catches a stale or foreign
+  // page against the request's own hash chain catches a stale or foreign
   // ComputedBlocks before it could attach someone else's KV.
   std::vector<BlockHash> hit_hashes;
   if (!hits.empty()) {
     LOOM_CHECK(num_held == 0 && num_computed_tokens == 0);
     LOOM_CHECK(new_computed->num_computed_tokens == num_hit_tokens);
     LOOM_CHECK(static_cast<size_t>(num_hit_tokens) < req.token_ids.size());
-    hit_hashes.reserve(hits.size());
+    hit_hashes.reserve(num_hit_blocks);
     BlockHash parent;
-    for (size_t i = 0; i < hits.size(); ++i) {
+    for (size_t i = 0; i < num_hit_blocks; ++i) {
       parent = HashBlock(req, parent, i);
-      LOOM_CHECK(pool_.cached_hash(hits[i]) == parent);
+      for (int32_t k = 0; k < stride_; ++k) {
+        const BlockId id = hits[i * stride_ + k];
+        LOOM_CHECK(id != kNullBlockId ? pool_.cached_hash(id) == groups_.PageHash(parent, k)
+                                      : groups_.is_sliding(k));
+      }
       hit_hashes.push_back(parent);
     }
   }
 
   const int32_t num_tokens = num_computed_tokens + num_hit_tokens + num_new_tokens;
-  const int32_t num_new_blocks = NumNewBlocks(num_tokens, num_held + hits.size());
+  const int32_t num_new_blocks = NumNewBlocks(num_tokens, num_held + num_hit_blocks);
   // Reviving a free hit block takes it out of the free queue just like a new
   // block, so it counts against the free blocks too.
-  const auto num_revived = static_cast<int32_t>(
-      std::count_if(hits.begin(), hits.end(), [&](BlockId id) { return pool_.ref_cnt(id) == 0; }));
+  const auto num_revived =
+      static_cast<int32_t>(std::count_if(hits.begin(), hits.end(), [&](BlockId id) {
+        return id != kNullBlockId && pool_.ref_cnt(id) == 0;
+      }));
   if (num_new_blocks + num_revived > pool_.NumFreeBlocks()) {
     return std::nullopt;
   }
@@ -105,11 +202,13 @@ std::optional<SlotAllocation> KvCacheManager::AllocateSlots(const CacheRequest& 
   }
   Sequence& seq = it->second;
   for (size_t i = 0; i < hits.size(); ++i) {
-    pool_.Touch(hits[i]);
+    if (hits[i] != kNullBlockId) Hold(hits[i], i);
     seq.block_table.push_back(hits[i]);
-    seq.block_hashes.push_back(hit_hashes[i]);
   }
-  seq.num_offered += hits.size();
+  seq.block_hashes.insert(seq.block_hashes.end(), hit_hashes.begin(), hit_hashes.end());
+  seq.num_offered += num_hit_blocks;
+  // The hit's leading blocks hold no sliding pages.
+  if (num_hit_blocks > 0) seq.num_released = groups_.FirstNeededBlock(num_hit_tokens);
   Grow(req, num_tokens, num_new_blocks, seq);
   return SlotAllocation{.block_table = seq.block_table, .num_new_blocks = num_new_blocks};
 }
@@ -120,12 +219,21 @@ int64_t KvCacheManager::BlocksFor(int64_t num_tokens) const {
 
 int32_t KvCacheManager::NumNewBlocks(int32_t num_tokens, size_t num_held) const {
   return static_cast<int32_t>(
-      std::max<int64_t>(0, BlocksFor(num_tokens) - static_cast<int64_t>(num_held)));
+      std::max<int64_t>(0, BlocksFor(num_tokens) - static_cast<int64_t>(num_held)) * stride_);
 }
 
 void KvCacheManager::Grow(const CacheRequest& req, int32_t num_tokens, int32_t num_new_blocks,
                           Sequence& seq) {
+  const size_t first_new = seq.block_table.size();
   pool_.Allocate(num_new_blocks, &seq.block_table);
+  if (stride_ == 1 && !groups_.has_sliding_window()) {
+    num_used_full_ += num_new_blocks;
+  } else {
+    for (size_t i = first_new; i < seq.block_table.size(); ++i) {
+      (groups_.is_sliding(static_cast<int32_t>(i % stride_)) ? num_used_sliding_
+                                                             : num_used_full_)++;
+    }
+  }
   if (!evicted_.empty()) {
     if (events_.empty() || events_.back().kind != KvEvent::Kind::kBlockRemoved) {
       events_.emplace_back().kind = KvEvent::Kind::kBlockRemoved;
@@ -194,9 +302,10 @@ void KvCacheManager::AllocateSlotsBatch(std::span<const SlotRequest> batch,
     Sequence& seq = *found[i % found.size()];
     LOOM_CHECK(call.num_computed_tokens >= 0 && call.num_new_tokens >= 0);
     LOOM_CHECK(static_cast<int64_t>(call.num_computed_tokens) <=
-               static_cast<int64_t>(seq.block_table.size()) * block_size_);
+               static_cast<int64_t>(NumLogical(seq)) * block_size_);
+    ReleaseOutOfWindow(call.num_computed_tokens, seq);
     const int32_t num_tokens = call.num_computed_tokens + call.num_new_tokens;
-    const int32_t num_new_blocks = NumNewBlocks(num_tokens, seq.block_table.size());
+    const int32_t num_new_blocks = NumNewBlocks(num_tokens, NumLogical(seq));
     LOOM_CHECK(num_new_blocks <= pool_.NumFreeBlocks()) << "a batch must fit in the free blocks";
     Grow(call.req, num_tokens, num_new_blocks, seq);
     tables[i] = seq.block_table;
@@ -220,7 +329,7 @@ void KvCacheManager::PrepareCall(const SlotRequest& call, Sequence& seq) {
     return;
   }
   for (size_t i = num_hashed; i < seq.block_hashes.size(); ++i) {
-    pool_.PrefetchCacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
+    pool_.PrefetchCacheFullBlock(seq.block_table[i * stride_], seq.block_hashes[i]);
   }
 }
 
@@ -228,8 +337,7 @@ void KvCacheManager::HashFullBlocks(const CacheRequest& req, size_t num_tokens,
                                     Sequence& seq) const {
   // Only blocks whose every token is known can be hashed.
   const size_t num_known = std::min(num_tokens, req.token_ids.size());
-  const size_t num_full =
-      std::min(num_known / static_cast<size_t>(block_size_), seq.block_table.size());
+  const size_t num_full = std::min(num_known / static_cast<size_t>(block_size_), NumLogical(seq));
   for (size_t i = seq.block_hashes.size(); i < num_full; ++i) {
     const BlockHash parent = i == 0 ? BlockHash{} : seq.block_hashes[i - 1];
     seq.block_hashes.push_back(HashBlock(req, parent, i));
@@ -239,19 +347,28 @@ void KvCacheManager::HashFullBlocks(const CacheRequest& req, size_t num_tokens,
 void KvCacheManager::CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq) {
   const size_t num_full = std::min(static_cast<size_t>(num_tokens), req.token_ids.size()) /
                           static_cast<size_t>(block_size_);
-  LOOM_CHECK(num_full <= seq.block_table.size());
+  LOOM_CHECK(num_full <= NumLogical(seq));
   HashFullBlocks(req, static_cast<size_t>(num_tokens), seq);
   // Two passes so that the index slots and block records of several blocks
   // (a prefill chunk's) load at once.
   if (num_full > seq.num_offered + 1) {
     for (size_t i = seq.num_offered; i < num_full; ++i) {
-      pool_.PrefetchCacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
+      pool_.PrefetchCacheFullBlock(seq.block_table[i * stride_], seq.block_hashes[i]);
     }
   }
   KvEvent* run = nullptr;
   for (; seq.num_offered < num_full; ++seq.num_offered) {
     const size_t i = seq.num_offered;
-    const bool stored = pool_.CacheFullBlock(seq.block_table[i], seq.block_hashes[i]);
+    // Events speak of logical blocks, by their first page.
+    bool stored = false;
+    for (int32_t k = 0; k < stride_; ++k) {
+      const BlockId id = seq.block_table[i * stride_ + k];
+      if (id != kNullBlockId) {
+        const bool cached = pool_.CacheFullBlock(id, groups_.PageHash(seq.block_hashes[i], k),
+                                                 /*reported=*/k == 0);
+        stored |= k == 0 && cached;
+      }
+    }
     if (record_events_) {
       run = stored ? RecordStored(req, seq, i, run) : nullptr;
     }
@@ -288,29 +405,37 @@ std::vector<KvEvent> KvCacheManager::TakeEvents() {
   return events;
 }
 
-std::span<const BlockId> KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id,
-                                              int32_t num_tokens) {
+ForkedBlocks KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens) {
   LOOM_CHECK(parent_seq_id != child_seq_id && num_tokens >= 0);
   const auto parent_it = seqs_.find(parent_seq_id);
   LOOM_CHECK(parent_it != seqs_.end());
   const auto child_it = seqs_.find(child_seq_id);
   LOOM_CHECK(child_it == seqs_.end() || child_it->second.block_table.empty());
   const Sequence& parent = parent_it->second;
-  const auto num_shared = static_cast<size_t>(num_tokens / block_size_);
-  LOOM_CHECK(num_shared <= parent.block_table.size());
+  auto num_shared = static_cast<size_t>(num_tokens / block_size_);
+  LOOM_CHECK(num_shared <= NumLogical(parent));
+  // The child's first query reads the window before it: the parent must not
+  // have released any of it.
+  if (parent.num_released >
+      groups_.FirstNeededBlock(static_cast<int64_t>(num_shared) * block_size_)) {
+    num_shared = 0;
+  }
 
   // Built aside: inserting into seqs_ may move the parent.
   Sequence child;
-  child.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + num_shared);
+  child.block_table.assign(parent.block_table.begin(),
+                           parent.block_table.begin() + num_shared * stride_);
   const size_t num_hashes = std::min(num_shared, parent.block_hashes.size());
   child.block_hashes.assign(parent.block_hashes.begin(), parent.block_hashes.begin() + num_hashes);
   child.num_offered = std::min(num_shared, parent.num_offered);
-  for (BlockId id : child.block_table) {
-    pool_.Touch(id);
+  child.num_released = num_shared > 0 ? parent.num_released : 0;
+  for (size_t i = 0; i < child.block_table.size(); ++i) {
+    if (child.block_table[i] != kNullBlockId) Hold(child.block_table[i], i);
   }
   Sequence& inserted = seqs_[child_seq_id];
   inserted = std::move(child);
-  return inserted.block_table;
+  return ForkedBlocks{.block_table = inserted.block_table,
+                      .num_computed_tokens = static_cast<int32_t>(num_shared) * block_size_};
 }
 
 void KvCacheManager::Free(int64_t seq_id) {
@@ -321,10 +446,10 @@ void KvCacheManager::Free(int64_t seq_id) {
   const std::vector<BlockId>& table = it->second.block_table;
   // Two passes, so that what the releases touch loads at once.
   for (BlockId id : table) {
-    pool_.PrefetchRelease(id);
+    if (id != kNullBlockId) pool_.PrefetchRelease(id);
   }
-  for (auto id = table.rbegin(); id != table.rend(); ++id) {
-    pool_.Release(*id);
+  for (size_t i = table.size(); i-- > 0;) {
+    if (table[i] != kNullBlockId) Drop(table[i], i);
   }
   seqs_.erase(it);
 }
@@ -345,6 +470,8 @@ KvCacheStats KvCacheManager::Stats() const {
       .num_cached_free = pool_.NumCachedFreeBlocks(),
       .prefix_query_tokens = prefix_query_tokens_,
       .prefix_hit_tokens = prefix_hit_tokens_,
+      .num_used_full = num_used_full_,
+      .num_used_sliding = num_used_sliding_,
   };
 }
 
@@ -358,28 +485,48 @@ void KvCacheManager::CheckInvariants() const {
   // last_seen[id] == stamp marks a block already met in the current table.
   std::vector<int32_t> last_seen(occurrences.size(), -1);
   int32_t stamp = 0;
+  std::vector<int32_t> group_of_block(occurrences.size(), -1);
   for (const auto& [seq_id, seq] : seqs_) {
+    LOOM_CHECK(seq.block_table.size() % static_cast<size_t>(stride_) == 0);
     LOOM_CHECK(seq.num_offered <= seq.block_hashes.size());
-    LOOM_CHECK(seq.block_hashes.size() <= seq.block_table.size());
+    LOOM_CHECK(seq.block_hashes.size() <= NumLogical(seq));
+    LOOM_CHECK(seq.num_released <= static_cast<int64_t>(NumLogical(seq)));
     LOOM_CHECK(enable_prefix_caching_ || seq.block_hashes.empty());
     for (size_t i = 0; i < seq.block_table.size(); ++i) {
       const BlockId id = seq.block_table[i];
+      const auto entry = static_cast<int32_t>(i % stride_);
+      // Null exactly where a sliding page was released (or never taken).
+      const bool released =
+          groups_.is_sliding(entry) && static_cast<int64_t>(i / stride_) < seq.num_released;
+      LOOM_CHECK((id == kNullBlockId) == released);
+      if (released) {
+        continue;
+      }
       LOOM_CHECK(id > kNullBlockId && id < pool_.num_blocks());
       LOOM_CHECK(last_seen[id] != stamp);
       last_seen[id] = stamp;
       ++occurrences[id];
+      // A block serves one kind of group: page keys differ by entry.
+      const int32_t kind = groups_.is_sliding(entry) ? 1 : 0;
+      LOOM_CHECK(group_of_block[id] < 0 || group_of_block[id] == kind);
+      group_of_block[id] = kind;
       const std::optional<BlockHash> cached = pool_.cached_hash(id);
       if (!cached.has_value()) {
         continue;
       }
       // A cached block sits where the sequence's own hash chain says it does.
-      LOOM_CHECK(i < seq.block_hashes.size() && *cached == seq.block_hashes[i]);
+      const size_t b = i / stride_;
+      LOOM_CHECK(b < seq.block_hashes.size() &&
+                 *cached == groups_.PageHash(seq.block_hashes[b], entry));
     }
     ++stamp;
   }
+  int32_t used[2] = {0, 0};
   for (BlockId id = 1; id < pool_.num_blocks(); ++id) {
     LOOM_CHECK(occurrences[id] == pool_.ref_cnt(id));
+    if (occurrences[id] > 0) ++used[group_of_block[id]];
   }
+  LOOM_CHECK(used[0] == num_used_full_ && used[1] == num_used_sliding_);
 }
 
 }  // namespace loom

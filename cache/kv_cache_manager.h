@@ -30,6 +30,16 @@
 // Every block whose slots all lie below min(computed + hits + new,
 // token_ids.size()) is full once the step runs, so it is hashed and entered
 // into the prefix index right away.
+//
+// With a layout of several groups or pages (types/kv_cache_layout.h: a
+// hybrid model's full-attention and sliding-window layers) "block" above is a
+// logical block of layout.stride() table entries, each a pool block of its
+// own; tables, hits and the scheduler's block counts are in entries. Pages of
+// a sliding-window group that every later query's window has left are
+// released at the start of each AllocateSlots call for the sequence (and read
+// as the null block from then on), so a long sequence holds about window +
+// block_size positions of them. A prefix hit must hold every page a group
+// still reads: all of a full-attention group's, the window's of a sliding one.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +52,8 @@
 #include "cache/block_hash.h"
 #include "cache/block_id.h"
 #include "cache/block_pool.h"
+#include "cache/kv_cache_groups.h"
+#include "types/kv_cache_layout.h"
 #include "types/kv_event.h"
 
 namespace loom {
@@ -50,6 +62,7 @@ struct KvCacheConfig {
   int32_t num_blocks;  // including the null block; at least 2
   int32_t block_size;  // tokens per block
   bool enable_prefix_caching = true;
+  KvCacheLayout layout = {};
 };
 
 // What the cache needs to know about a sequence.
@@ -96,6 +109,15 @@ struct KvCacheStats {
   int32_t num_cached_free;      // free but still holding a cached prefix
   int64_t prefix_query_tokens;  // cumulative, over GetComputedBlocks calls
   int64_t prefix_hit_tokens;    // cumulative
+  // num_used split by the kind of group holding them.
+  int32_t num_used_full;
+  int32_t num_used_sliding;
+};
+
+// What Fork shared with the child.
+struct ForkedBlocks {
+  std::span<const BlockId> block_table;  // valid as SlotAllocation::block_table is
+  int32_t num_computed_tokens = 0;       // the child's: a whole number of blocks
 };
 
 class KvCacheManager {
@@ -126,10 +148,10 @@ class KvCacheManager {
 
   // A new sequence (a further sample, n > 1) that shares the parent's first
   // num_tokens / block_size full blocks through reference counts, whether or
-  // not prefix caching is on. The child computes the rest itself. The child
-  // must hold no blocks. Returns the child's block table, valid as
-  // SlotAllocation::block_table is.
-  std::span<const BlockId> Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
+  // not prefix caching is on, unless the parent has released pages of them
+  // that the child still reads (then it shares none). The child computes the
+  // rest itself. The child must hold no blocks.
+  ForkedBlocks Fork(int64_t parent_seq_id, int64_t child_seq_id, int32_t num_tokens);
 
   // AllocateSlots(b.req, b.num_computed_tokens, b.num_new_tokens) for every b
   // of batch, in order and with the same effects, when the caller knows that
@@ -155,6 +177,11 @@ class KvCacheManager {
 
   // Free blocks, including free blocks that still hold a cached prefix.
   [[nodiscard]] int32_t NumFreeBlocks() const { return pool_.NumFreeBlocks(); }
+  // Pool blocks the sequence holds (null entries of its table excluded).
+  [[nodiscard]] int32_t NumBlocksHeld(int64_t seq_id) const;
+  // The layout's arithmetic (entries per logical block, the most blocks a
+  // sequence holds at once, ...).
+  [[nodiscard]] const KvCacheGroups& groups() const { return groups_; }
   [[nodiscard]] KvCacheStats Stats() const;
   // Blocks held by sequences / usable blocks (num_blocks - 1).
   [[nodiscard]] double Usage() const;
@@ -181,7 +208,11 @@ class KvCacheManager {
 
  private:
   struct Sequence {
+    // layout.stride() entries per logical block; released sliding pages are
+    // the null block.
     std::vector<BlockId> block_table;
+    // Logical blocks whose sliding pages are released: a prefix of the table.
+    int64_t num_released = 0;
     // Chained hashes of the leading full blocks, kept even for blocks that are
     // not in the prefix index so the chain can continue. Empty when prefix
     // caching is off.
@@ -200,9 +231,21 @@ class KvCacheManager {
   // Hashes the full blocks among the first num_tokens tokens and offers them
   // to the prefix index.
   void CacheFullBlocks(const CacheRequest& req, int32_t num_tokens, Sequence& seq);
-  // Blocks covering num_tokens tokens, and how many more than num_held that is.
+  // Logical blocks covering num_tokens tokens, and the pool blocks the ones
+  // past num_held logical blocks take.
   [[nodiscard]] int64_t BlocksFor(int64_t num_tokens) const;
   [[nodiscard]] int32_t NumNewBlocks(int32_t num_tokens, size_t num_held) const;
+  [[nodiscard]] size_t NumLogical(const Sequence& seq) const {
+    return seq.block_table.size() / static_cast<size_t>(stride_);
+  }
+  // Takes and drops a reference to the block at table entry `entry`, keeping
+  // the per-group counts.
+  void Hold(BlockId id, size_t entry);
+  void Drop(BlockId id, size_t entry);
+  // Releases the sliding pages no query at `position` or later reads.
+  void ReleaseOutOfWindow(int64_t position, Sequence& seq);
+  // GetComputedBlocks for a layout of several groups or pages.
+  [[nodiscard]] ComputedBlocks FindHitByGroup(const CacheRequest& req, size_t max_blocks);
   // Records block i of seq, just entered into the index, as stored: appended
   // to run, the event of the block before it, or to a new event when run is
   // null. Returns the event it went to.
@@ -216,7 +259,11 @@ class KvCacheManager {
 
   const int32_t block_size_;
   const bool enable_prefix_caching_;
+  const KvCacheGroups groups_;
+  const int32_t stride_;
   BlockPool pool_;
+  int32_t num_used_full_ = 0;
+  int32_t num_used_sliding_ = 0;
   absl::flat_hash_map<int64_t, Sequence> seqs_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,6 +15,8 @@
 
 namespace loom::jinja {
 
+class OrderedDict;
+
 // A Jinja value. Lists and dicts are shared, so that namespace() objects can
 // be updated through `set ns.attr = ...` from inside loops.
 class Value {
@@ -22,7 +24,7 @@ class Value {
   struct Undefined {};
   struct None {};
   using List = std::vector<Value>;
-  using Dict = std::map<std::string, Value>;
+  using Dict = OrderedDict;
   using Data = std::variant<Undefined, None, bool, int64_t, double, std::string,
                             std::shared_ptr<List>, std::shared_ptr<Dict>>;
 
@@ -34,7 +36,7 @@ class Value {
   Value(std::string s) : data_(std::move(s)) {}
   Value(const char* s) : data_(std::string(s)) {}
   static Value MakeList(List items = {});
-  static Value MakeDict(Dict items = {});
+  static Value MakeDict(Dict items);
 
   bool is_undefined() const { return std::holds_alternative<Undefined>(data_); }
   bool is_none() const { return std::holds_alternative<None>(data_); }
@@ -60,12 +62,45 @@ class Value {
   std::string ToString() const;
   // Python's repr(), for lists and dicts printed whole.
   std::string Repr() const;
-  std::string ToJson() const;
+  // json.dumps as transformers' tojson calls it: no key sorting, non-ASCII
+  // kept; indent < 0 writes one line with ", " and ": ", indent >= 0 one
+  // item per line indented by that many spaces per level.
+  std::string ToJson(int indent = -1) const;
   bool Equals(const Value& other) const;
   const char* TypeName() const;
 
  private:
   Data data_;
+};
+
+// A dict that keeps its keys in insertion order, as Python's does: templates
+// print tool schemas with `tojson` and iterate `items()`, and both must follow
+// the order the client wrote. Lookups scan, which suits the small dicts of
+// templates (message fields, loop variables, a function's parameters).
+class OrderedDict {
+ public:
+  using Item = std::pair<std::string, Value>;
+  using iterator = std::vector<Item>::iterator;
+  using const_iterator = std::vector<Item>::const_iterator;
+
+  OrderedDict() = default;
+  OrderedDict(std::initializer_list<Item> items);
+
+  // The value under key, inserted as undefined at the end when absent.
+  Value& operator[](const std::string& key);
+  iterator find(std::string_view key);
+  const_iterator find(std::string_view key) const;
+  bool contains(std::string_view key) const { return find(key) != end(); }
+
+  iterator begin() { return items_.begin(); }
+  iterator end() { return items_.end(); }
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+
+ private:
+  std::vector<Item> items_;
 };
 
 struct Expr;
@@ -99,16 +134,19 @@ struct Node;
 using NodeList = std::vector<Node>;
 
 struct Node {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kBreak, kContinue, kMacro };
   Kind kind = Kind::kText;
   std::string text;                  // kText
   ExprPtr expr;                      // kOutput, kSet value, kFor iterable
   std::vector<std::string> targets;  // kFor loop variables; kSet: name, or {namespace, attr}
   // kIf: (condition, body) pairs in order; the else branch has a null condition.
   std::vector<std::pair<ExprPtr, NodeList>> branches;
-  NodeList body;       // kFor
+  NodeList body;       // kFor, kMacro
   NodeList else_body;  // kFor: when the iterable is empty
   ExprPtr filter;      // kFor ... if filter
+  // kMacro: its name is text; parameters in order, each with its default
+  // (null when it has none).
+  std::vector<std::pair<std::string, ExprPtr>> params;
 };
 
 struct Program {

@@ -35,6 +35,9 @@ std::vector<std::string> Chars(const std::string& s) {
 namespace {
 
 constexpr int64_t kMaxRange = 1'000'000;
+// Deeper indents only pad the output; the bound keeps one tojson's output
+// within a small multiple of its input.
+constexpr int64_t kMaxJsonIndent = 16;
 
 absl::StatusOr<Value> StringValue(absl::StatusOr<std::string> s) {
   LOOM_ASSIGN_OR_RETURN(std::string text, std::move(s));
@@ -113,9 +116,15 @@ FilterResult FilterLength(const FilterCall& c) {
   return Value(n);
 }
 
+// tojson(indent=None), as transformers defines it for chat templates.
 FilterResult FilterToJson(const FilterCall& c) {
-  if (Kwarg(c.kwargs, "indent") != nullptr) return Unsupported("filter argument", "tojson(indent)");
-  return Value(c.v.ToJson());
+  const Value* indent = Kwarg(c.kwargs, "indent");
+  if (indent == nullptr && c.args.size() > 1) indent = &c.args[1];
+  if (indent == nullptr || indent->is_none()) return Value(c.v.ToJson());
+  if (!indent->is_int() || indent->as_int() < 0 || indent->as_int() > kMaxJsonIndent) {
+    return TypeError(absl::StrCat("tojson indent must be an integer in [0, ", kMaxJsonIndent, "]"));
+  }
+  return Value(c.v.ToJson(static_cast<int>(indent->as_int())));
 }
 
 FilterResult FilterInt(const FilterCall& c) {
@@ -217,6 +226,25 @@ FilterResult FilterSelectAttr(const FilterCall& c) {
   return Value::MakeList(std::move(kept));
 }
 
+// select and reject: keep the items that pass the test (truthiness when none
+// is named), or the ones that fail it.
+FilterResult FilterSelect(const FilterCall& c) {
+  const std::vector<Value>& args = c.args;
+  if (!c.v.is_list()) return TypeError(absl::StrCat(c.name, " needs a list"));
+  if (args.size() > 1 && !args[1].is_string()) return TypeError("test name must be a string");
+  Value::List kept;
+  for (const Value& item : c.v.list()) {
+    bool pass = item.Truthy();
+    if (args.size() > 1) {
+      std::vector<Value> test_args = {item};
+      test_args.insert(test_args.end(), args.begin() + 2, args.end());
+      LOOM_ASSIGN_OR_RETURN(pass, ApplyTest(args[1].as_string(), test_args));
+    }
+    if (pass == (c.name == "select")) kept.push_back(item);
+  }
+  return Value::MakeList(std::move(kept));
+}
+
 FilterResult FilterMap(const FilterCall& c) {
   const Value* attribute = Kwarg(c.kwargs, "attribute");
   if (!c.v.is_list() || attribute == nullptr)
@@ -259,6 +287,8 @@ constexpr std::pair<std::string_view, Filter> kFilters[] = {
     {"items", FilterItems},
     {"selectattr", FilterSelectAttr},
     {"rejectattr", FilterSelectAttr},
+    {"select", FilterSelect},
+    {"reject", FilterSelect},
     {"map", FilterMap},
 };
 

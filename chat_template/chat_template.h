@@ -7,14 +7,32 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace loom {
 
+// A function call an assistant turn made, as OpenAI's tool_calls list it.
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // the text of a JSON object
+};
+
 struct ChatMessage {
-  std::string role;
+  std::string role;  // system, user, assistant, tool (or what the template knows)
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant turns that called functions
+  std::string tool_call_id = {};              // tool turns: the call they answer
+  std::string name = {};                      // tool turns: the function that answered
+};
+
+// A function the model may call (OpenAI's tools[i].function).
+struct ChatTool {
+  std::string name;
+  std::string description = {};  // empty: none
+  std::string parameters = {};   // the text of a JSON Schema object; empty: none
 };
 
 namespace jinja {
@@ -29,10 +47,17 @@ class ChatTemplate {
                                                                  std::string eos_token);
   ~ChatTemplate();
 
-  // INVALID_ARGUMENT for what the template rejects (raise_exception) and
-  // UNIMPLEMENTED for constructs outside the subset.
+  // INVALID_ARGUMENT for what the template rejects (raise_exception) or a
+  // tool call's arguments or a tool's parameters that are not JSON objects,
+  // UNIMPLEMENTED for constructs outside the subset. The template sees what
+  // transformers hands it for an OpenAI request (as vLLM builds it): `tools`
+  // as [{"type": "function", "function": {name, description, parameters}}]
+  // or none, and each message's tool_calls as [{"id", "type": "function",
+  // "function": {"name", "arguments": the parsed object}}], with
+  // tool_call_id and name on the messages that have them.
   absl::StatusOr<std::string> Render(std::span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const;
+                                     bool add_generation_prompt,
+                                     std::span<const ChatTool> tools = {}) const;
 
   const std::string& source() const { return source_; }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <ctime>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -60,11 +61,16 @@ class Renderer {
   absl::StatusOr<Value> EvalUnary(const Expr& e);
   absl::StatusOr<Value> EvalBinary(const Expr& e);
   absl::StatusOr<Value> EvalCall(const Expr& e);
+  // A macro's body rendered with its parameters bound: the call's value.
+  absl::StatusOr<Value> CallMacro(const Node& macro, const std::vector<Value>& args,
+                                  const Kwargs& kwargs);
   absl::StatusOr<Kwargs> EvalKwargs(const Expr& e);
   absl::StatusOr<std::vector<Value>> EvalArgs(const Expr& e, size_t first);
   Value Lookup(const std::string& name) const;
 
   std::vector<Value::Dict> scopes_;
+  // The macros defined so far, by name (the nodes live in the program).
+  std::map<std::string, const Node*, std::less<>> macros_;
   Flow flow_ = Flow::kNormal;
   int64_t steps_ = 0;
   int depth_ = 0;
@@ -143,6 +149,9 @@ absl::Status Renderer::RenderNodes(const NodeList& nodes, std::string& out) {
         }
         break;
       }
+      case Node::Kind::kMacro:
+        macros_[n.text] = &n;
+        break;
       case Node::Kind::kBreak:
         flow_ = Flow::kBreak;
         break;
@@ -360,9 +369,45 @@ absl::StatusOr<Value> Renderer::EvalCall(const Expr& e) {
     return CallMethod(object, callee.name, args);
   }
   if (callee.kind == Expr::Kind::kName && Lookup(callee.name).is_undefined()) {
+    const auto macro = macros_.find(callee.name);
+    if (macro != macros_.end()) return CallMacro(*macro->second, args, kwargs);
     return CallGlobal(callee.name, args, kwargs);
   }
   return absl::UnimplementedError("chat template: calling a value that is not a function");
+}
+
+absl::StatusOr<Value> Renderer::CallMacro(const Node& macro, const std::vector<Value>& args,
+                                          const Kwargs& kwargs) {
+  if (args.size() > macro.params.size()) {
+    return TypeError(absl::StrCat("macro ", macro.text, " takes ", macro.params.size(),
+                                  " arguments; got ", args.size()));
+  }
+  Value::Dict bound;
+  for (size_t i = 0; i < macro.params.size(); ++i) {
+    const auto& [name, default_value] = macro.params[i];
+    if (i < args.size()) {
+      bound[name] = args[i];
+    } else if (default_value != nullptr) {
+      LOOM_ASSIGN_OR_RETURN(bound[name], Eval(*default_value));
+    } else {
+      bound[name] = Value();
+    }
+  }
+  for (const auto& [name, value] : kwargs) {
+    if (!bound.contains(name)) {
+      return TypeError(absl::StrCat("macro ", macro.text, " has no parameter ", name));
+    }
+    bound[name] = value;
+  }
+  // The body sees the caller's scopes under its parameters, and leaves no
+  // break or continue behind.
+  scopes_.push_back(std::move(bound));
+  std::string out;
+  const absl::Status rendered = RenderNodes(macro.body, out);
+  scopes_.pop_back();
+  flow_ = Flow::kNormal;
+  LOOM_RETURN_IF_ERROR(rendered);
+  return Value(std::move(out));
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ class Parser {
   absl::Status ParseIf(Node& n, std::string& end_tag);
   absl::Status ParseFor(Node& n, std::string& end_tag);
   absl::Status ParseSet(Node& n);
+  absl::Status ParseMacro(Node& n, std::string& end_tag);
 
   absl::StatusOr<ExprPtr> ParseExpression();
   // A left-associative chain `operand (op operand)*` of a keyword operator.
@@ -185,6 +186,9 @@ absl::Status Parser::ParseStatement(NodeList& nodes, const std::string& keyword)
   } else if (keyword == "set") {
     n.kind = Node::Kind::kSet;
     LOOM_RETURN_IF_ERROR(ParseSet(n));
+  } else if (keyword == "macro") {
+    n.kind = Node::Kind::kMacro;
+    LOOM_RETURN_IF_ERROR(ParseMacro(n, end_tag));
   } else if (keyword == "break" || keyword == "continue") {
     n.kind = keyword == "break" ? Node::Kind::kBreak : Node::Kind::kContinue;
   } else {
@@ -253,6 +257,23 @@ absl::Status Parser::ParseSet(Node& n) {
   LOOM_ASSIGN_OR_RETURN(n.expr, ParseExpression());
   if (IsOp(",")) return absl::UnimplementedError("chat template: tuple set");
   return absl::OkStatus();
+}
+
+// {% macro name(a, b=default) %} body {% endmacro %}
+absl::Status Parser::ParseMacro(Node& n, std::string& end_tag) {
+  LOOM_ASSIGN_OR_RETURN(n.text, ExpectName());
+  LOOM_RETURN_IF_ERROR(Expect(Token::Type::kOp, "(", "("));
+  while (!AcceptOp(")")) {
+    if (!n.params.empty()) LOOM_RETURN_IF_ERROR(Expect(Token::Type::kOp, ",", ", or )"));
+    LOOM_ASSIGN_OR_RETURN(std::string param, ExpectName());
+    ExprPtr default_value;
+    if (AcceptOp("=")) {
+      LOOM_ASSIGN_OR_RETURN(default_value, ParseExpression());
+    }
+    n.params.emplace_back(std::move(param), std::move(default_value));
+  }
+  LOOM_RETURN_IF_ERROR(ExpectBlockEnd());
+  return ParseBody(n.body, {"endmacro"}, end_tag);
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseExpression() {

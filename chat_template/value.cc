@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -144,19 +145,88 @@ std::string Value::Repr() const {
       [](const std::string& key, std::string& out) { out += QuoteRepr(key); });
 }
 
-std::string Value::ToJson() const {
-  if (is_undefined() || is_none()) return "null";
-  if (is_bool()) return as_bool() ? "true" : "false";
-  if (is_int()) return absl::StrCat(as_int());
-  if (is_float()) return FormatFloat(as_number());
-  std::string out;
-  if (is_string()) {
-    AppendJsonString(as_string(), out);
-    return out;
+namespace {
+
+void AppendJson(const Value& value, int indent, int level, std::string& out);
+
+// A line break and the indentation of `level` when indenting, else nothing.
+void AppendBreak(int indent, int level, std::string& out) {
+  if (indent < 0) return;
+  out.push_back('\n');
+  out.append(static_cast<size_t>(indent) * static_cast<size_t>(level), ' ');
+}
+
+template <typename Items, typename AppendItem>
+void AppendJsonContainer(const Items& items, char open, char close, int indent, int level,
+                         const AppendItem& append_item, std::string& out) {
+  out.push_back(open);
+  if (items.empty()) {
+    out.push_back(close);
+    return;
   }
-  return FormatContainer(
-      *this, [](const Value& v) { return v.ToJson(); },
-      [](const std::string& key, std::string& out) { AppendJsonString(key, out); });
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += indent < 0 ? ", " : ",";
+    first = false;
+    AppendBreak(indent, level + 1, out);
+    append_item(item);
+  }
+  AppendBreak(indent, level, out);
+  out.push_back(close);
+}
+
+void AppendJson(const Value& value, int indent, int level, std::string& out) {
+  if (value.is_list()) {
+    AppendJsonContainer(
+        value.list(), '[', ']', indent, level,
+        [&](const Value& v) { AppendJson(v, indent, level + 1, out); }, out);
+  } else if (value.is_dict()) {
+    AppendJsonContainer(
+        value.dict(), '{', '}', indent, level,
+        [&](const OrderedDict::Item& item) {
+          AppendJsonString(item.first, out);
+          out += ": ";
+          AppendJson(item.second, indent, level + 1, out);
+        },
+        out);
+  } else if (value.is_string()) {
+    AppendJsonString(value.as_string(), out);
+  } else if (value.is_bool()) {
+    out += value.as_bool() ? "true" : "false";
+  } else if (value.is_int()) {
+    absl::StrAppend(&out, value.as_int());
+  } else if (value.is_float()) {
+    out += FormatFloat(value.as_number());
+  } else {
+    out += "null";
+  }
+}
+
+}  // namespace
+
+std::string Value::ToJson(int indent) const {
+  std::string out;
+  AppendJson(*this, indent, 0, out);
+  return out;
+}
+
+OrderedDict::OrderedDict(std::initializer_list<Item> items) {
+  for (const Item& item : items) (*this)[item.first] = item.second;
+}
+
+Value& OrderedDict::operator[](const std::string& key) {
+  const iterator it = find(key);
+  if (it != end()) return it->second;
+  items_.emplace_back(key, Value());
+  return items_.back().second;
+}
+
+OrderedDict::iterator OrderedDict::find(std::string_view key) {
+  return std::find_if(begin(), end(), [key](const Item& item) { return item.first == key; });
+}
+
+OrderedDict::const_iterator OrderedDict::find(std::string_view key) const {
+  return std::find_if(begin(), end(), [key](const Item& item) { return item.first == key; });
 }
 
 bool Value::Equals(const Value& other) const {

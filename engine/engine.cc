@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -98,7 +99,7 @@ absl::Status Engine::Start() {
     MutexLock lock(mu_);
     if (started_ || stop_requested_) return absl::FailedPreconditionError("engine already started");
   }
-  if (geometry_.num_blocks < 2 || geometry_.block_size < 1) {
+  if (geometry_.num_blocks < geometry_.kv_layout.stride() + 1 || geometry_.block_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the executor reports ", geometry_.num_blocks, " KV blocks of ", geometry_.block_size,
         " tokens; at least 2 blocks (one is the null block) of at least 1 token are needed"));
@@ -114,7 +115,8 @@ absl::Status Engine::Start() {
   cache_ = std::make_unique<KvCacheManager>(
       KvCacheConfig{.num_blocks = geometry_.num_blocks,
                     .block_size = geometry_.block_size,
-                    .enable_prefix_caching = config_.enable_prefix_caching});
+                    .enable_prefix_caching = config_.enable_prefix_caching,
+                    .layout = geometry_.kv_layout});
   if (kv_event_sink_ != nullptr) cache_->EnableEvents();
   scheduler_ = std::make_unique<Scheduler>(scheduler_config, cache_.get());
   if (config_.warmup) {
@@ -138,11 +140,13 @@ absl::Status Engine::Start() {
 }
 
 absl::Status Engine::Warmup() {
-  // One prefill of a block's worth of token 0 into block 1, which no request
-  // holds yet and whose contents nothing reads before it is written again.
+  // One prefill of a block's worth of token 0 into blocks 1, 2, ... (one per
+  // table entry of a logical block), which no request holds yet and whose
+  // contents nothing reads before they are written again.
   const int32_t num_tokens = std::min(geometry_.block_size, scheduler_->max_model_len());
   const std::vector<int32_t> token_ids(num_tokens, 0);
-  const std::vector<int32_t> block_table = {1};
+  std::vector<int32_t> block_table(static_cast<size_t>(geometry_.kv_layout.stride()));
+  std::iota(block_table.begin(), block_table.end(), 1);
   SamplingParams sampling;
   sampling.temperature = 0;
   StepPlan plan;
@@ -179,6 +183,12 @@ absl::StatusOr<RequestHandle> Engine::Submit(RequestParams params,
   if (params.prompt_logprobs >= 0 && !geometry_.prompt_logprobs) {
     return absl::UnimplementedError(
         absl::StrCat("prompt_logprobs is not supported on the ", geometry_.device, " executor"));
+  }
+  if (params.constraint != nullptr && geometry_.vocab_size > 0 &&
+      params.constraint->vocab_size() != geometry_.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the constraint's token masks cover ", params.constraint->vocab_size(),
+                     " tokens; the model's vocabulary has ", geometry_.vocab_size));
   }
   const int32_t num_queued = num_waiting_ + inbox_submits_;
   const int32_t limit = config_.scheduler.max_queued_requests;
@@ -489,6 +499,9 @@ void Engine::PublishStats() {
   stats.num_blocks_free = kv.num_free - kv.num_cached_free;
   stats.num_blocks_used = kv.num_used;
   stats.num_blocks_cached = kv.num_cached_free;
+  stats.kv_groups_by_kind = geometry_.kv_layout.has_sliding_window();
+  stats.num_blocks_used_full = kv.num_used_full;
+  stats.num_blocks_used_sliding = kv.num_used_sliding;
   stats.prefix_query_tokens = static_cast<uint64_t>(kv.prefix_query_tokens);
   stats.prefix_hit_tokens = static_cast<uint64_t>(kv.prefix_hit_tokens);
   stats.num_preemptions = static_cast<uint64_t>(scheduler_->num_preemptions());

@@ -90,7 +90,8 @@ class Engine {
   // output whose `finished` is set. On error the sink is never called:
   // UNAVAILABLE before Start() and after StopAccepting()/Shutdown(),
   // RESOURCE_EXHAUSTED when the waiting queue is full, INTERNAL after an
-  // engine failure. An unset arrival_time is set to now.
+  // engine failure, INVALID_ARGUMENT for a constraint compiled for another
+  // vocabulary size. An unset arrival_time is set to now.
   absl::StatusOr<RequestHandle> Submit(RequestParams params, std::shared_ptr<OutputSink> sink);
 
   // Thread-safe. Ends the request: its sink gets a final output with status

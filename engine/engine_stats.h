@@ -14,6 +14,11 @@ struct EngineStats {
   int32_t num_blocks_free = 0;    // free and holding no cached prefix
   int32_t num_blocks_used = 0;    // held by requests
   int32_t num_blocks_cached = 0;  // free but still holding a cached prefix
+  // With sliding-window layers, num_blocks_used split by the kind of layer
+  // group that holds them (types/kv_cache_layout.h).
+  bool kv_groups_by_kind = false;
+  int32_t num_blocks_used_full = 0;
+  int32_t num_blocks_used_sliding = 0;
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t num_preemptions = 0;

@@ -162,8 +162,10 @@ void OutputProcessor::AppendToken(Request& request, const NewToken& token,
   sample.last_token_time = now;
 
   // The text of a stop token (EOS or stop_token_ids) is left out, as a stop
-  // string is, unless the client asked for it.
-  const bool stopped_by_token = finish != nullptr && finish->reason == FinishReason::kStop;
+  // string is, unless the client asked for it. The token that completes a
+  // constraint is output, not a stop token.
+  const bool stopped_by_token =
+      finish != nullptr && finish->reason == FinishReason::kStop && !finish->completes_constraint;
   std::string text;
   if (!stopped_by_token || request.stopping.include_stop_str_in_output) {
     text = sample.decoder->Append(token.token_id);

@@ -9,6 +9,9 @@
 //   stop_token_ids   kStop, stop_reason = the id in decimal; the token is in
 //                    token_ids but its text only with include_stop_str_in_output.
 //   EOS              kStop, stop_reason empty; EOS is special, so no text.
+//   constraint done  kStop, stop_reason empty: the token completed the
+//                    structured-output constraint and nothing can follow;
+//                    its text is output.
 //   max_tokens /     kLength, stop_reason empty; text held back for a possible
 //   max_model_len    stop string is released.
 //

@@ -76,6 +76,22 @@ bool TypeBlock(uint32_t type, uint64_t& block_values, uint64_t& block_bytes) {
       block_values = 32;
       block_bytes = 34;
       return true;
+    case GgmlType::kQ2_K:
+      block_values = 256;
+      block_bytes = 84;
+      return true;
+    case GgmlType::kQ3_K:
+      block_values = 256;
+      block_bytes = 110;
+      return true;
+    case GgmlType::kQ4_K:
+      block_values = 256;
+      block_bytes = 144;
+      return true;
+    case GgmlType::kQ5_K:
+      block_values = 256;
+      block_bytes = 176;
+      return true;
     case GgmlType::kQ6_K:
       block_values = 256;
       block_bytes = 210;

@@ -2,6 +2,8 @@
 // bytes up to the first NUL are the Jinja source, and each further
 // NUL-separated part is the content of a message (roles alternate user,
 // assistant, with a system message first when there are three or more).
+// A third render passes the last part as a tool's parameters and as the
+// arguments of a call on the last message too (untrusted request JSON).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,5 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)(*tmpl)->Render(messages, /*add_generation_prompt=*/true);
   (void)(*tmpl)->Render(messages, /*add_generation_prompt=*/false);
+  if (!messages.empty()) {
+    const std::string json(parts.back());
+    messages.back().tool_calls.push_back({"call_0", "f", json});
+    const loom::ChatTool tools[] = {{"f", "a tool", json}, {"g"}};
+    (void)(*tmpl)->Render(messages, /*add_generation_prompt=*/true, tools);
+  }
   return 0;
 }

@@ -246,6 +246,12 @@ def chat_template_seeds():
           " {{ (messages[0].content | trim)[:3] }}{% if messages[0].content is string %}s"
           "{% elif true %}t{% else %}f{% endif %}{{ raise_exception('no') if false }}"
           "{{ messages[-1]['role'] ~ '|' ~ (1 + 2 * 3) }}\0one\0two")
+    # The tools template: the last part is also a tool's parameters and a call's arguments.
+    with open(os.path.join(ROOT, "tests", "fixtures", "chat_templates", "hermes_tools.jinja")) as f:
+        hermes = f.read()
+    write("chat_template", "hermes_tools",
+          hermes.encode() + b'\0Weather in Paris?\0{"type": "object", "properties": '
+          b'{"city": {"type": "string"}}, "required": ["city"]}')
 
 
 # --- requests -----------------------------------------------------------------
@@ -261,7 +267,22 @@ priority: -1 logprobs: 5 add_special_tokens: false truncate: TRUNCATION_LEFT cac
     "messages": """messages { messages { role: "system" content: "Be brief." }
                               messages { role: "user" content: "Hi" } }""",
     "invalid": "prompt: \"\" sampling { temperature: 250 top_p: 0 } logprobs: 50",
+    "constraint_json_schema": """prompt: "A person:" stopping { max_tokens: 8 }
+json_schema: "{\\"type\\": \\"object\\", \\"properties\\": {\\"age\\": {\\"type\\": \\"integer\\"}}}" """,
+    "constraint_choice": 'prompt: "?" choice { choices: "yes" choices: "no" }',
+    "tools_forced": """messages {
+  messages { role: "user" content: "Weather?" }
+  messages { role: "assistant" tool_calls { id: "c" name: "get_weather" arguments: "{}" } }
+  messages { role: "tool" tool_call_id: "c" content: "sunny" }
+  tools { name: "get_weather" description: "d"
+          parameters: "{\\"type\\": \\"object\\", \\"properties\\": {\\"city\\": {\\"type\\": \\"string\\"}}}" }
+  tools { name: "now" }
+  tool_choice: TOOL_CHOICE_FUNCTION tool_choice_function: "get_weather" }
+stopping { max_tokens: 8 }""",
 }
+
+# Requests the request_builder target starts from (after its max_model_len byte).
+BUILDER_REQUESTS = ["constraint_json_schema", "constraint_choice", "tools_forced"]
 
 
 def request_seeds():
@@ -272,6 +293,8 @@ def request_seeds():
              "loom/v1/generation.proto"], input=text.encode(), check=True,
             capture_output=True).stdout
         write("request_validator", name, data)
+        if name in BUILDER_REQUESTS:
+            write("request_builder", name, bytes([64]) + data)
     data = subprocess.run(
         ["protoc", "--proto_path=" + proto, "--encode=loom.v1.TokenizeRequest",
          "loom/v1/generation.proto"], input=b'text: "Hello" add_special_tokens: true', check=True,

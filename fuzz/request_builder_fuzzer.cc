@@ -1,5 +1,8 @@
 // RequestBuilder over arbitrary GenerateRequests: byte 0 sets max_model_len
 // (2..257) of a byte-per-token fake model, the rest is the serialized request.
+// Tool calls are in the hermes format, so that a forced tool_choice composes
+// its grammar from the request's parameter schemas (no compiler: the request
+// is then refused, after the composition).
 // A request it accepts must fit: a non-empty prompt of in-vocabulary ids,
 // 1 <= min_tokens... max_tokens (max_tokens 0 only with prompt_logprobs), and
 // prompt + max_tokens <= max_model_len,
@@ -26,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const loom::testing::FakeModelFrontend model(2u + data[0]);
   loom::v1::GenerateRequest request;
   if (!request.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
-  loom::RequestBuilder builder(model);
+  loom::RequestBuilder builder(model, {}, {}, {nullptr, loom::ToolCallFormat::kHermes});
   const absl::Time now = absl::Now();
   absl::StatusOr<loom::RequestParams> params = builder.Build(request, now, absl::InfiniteFuture());
   if (!params.ok()) return 0;

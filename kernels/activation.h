@@ -1,5 +1,7 @@
-// The SwiGLU activation of the Llama MLP: out = SiLU(gate) * up, where
-// SiLU(g) = g / (1 + exp(-g)), computed in float32.
+// The gated activations of the MLP, computed in float32: SwiGLU (Llama),
+// out = SiLU(gate) * up with SiLU(g) = g / (1 + exp(-g)), and GeGLU with the
+// tanh approximation of GELU (Gemma's gelu_pytorch_tanh), out = GELU(gate) * up
+// with GELU(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,9 @@ struct SiluMulParams {
 namespace cpu {
 void SiluMulRef(const SiluMulParams<float>& p);
 void SiluMul(const SiluMulParams<float>& p, ParallelFor& pool);
+// Takes the same params.
+void GeluTanhMulRef(const SiluMulParams<float>& p);
+void GeluTanhMul(const SiluMulParams<float>& p, ParallelFor& pool);
 }  // namespace cpu
 
 }  // namespace loom::kernels

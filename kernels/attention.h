@@ -1,7 +1,8 @@
 // Paged attention over the KV pool for a packed step of prefill chunks and
 // decodes. Every query token t of sequence s attends to positions
-// [0, kv.positions[t]] of s through its block table, so a prefill chunk sees
-// the cached prefix and is causal within itself; a decode is the one-token case.
+// [kv.WindowStart(p), p] of s, p = kv.positions[t], through its block table,
+// so a prefill chunk sees the cached prefix (or its window) and is causal
+// within itself; a decode is the one-token case.
 // Grouped-query attention: query head h reads kv head h / (num_heads / num_kv_heads).
 //
 // Long contexts are split into partitions of partition_size positions

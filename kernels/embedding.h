@@ -1,4 +1,5 @@
-// Token embedding lookup: out[t] = table[token_ids[t]].
+// Token embedding lookup: out[t] = table[token_ids[t]] * scale (Gemma scales
+// its embeddings by sqrt(hidden); the product is rounded as float32).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@ struct EmbeddingParams {
   int32_t num_tokens = 0;
   int32_t hidden = 0;
   int32_t vocab_size = 0;
+  float scale = 1.0f;
 };
 
 namespace cpu {

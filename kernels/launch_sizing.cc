@@ -51,11 +51,13 @@ namespace {
 size_t AlignUp4(size_t n) { return (n + 3) / 4 * 4; }
 }  // namespace
 
-StepInputLayout::StepInputLayout(int32_t token_cap, int32_t seq_cap, int32_t seqs, int32_t width) {
+StepInputLayout::StepInputLayout(int32_t token_cap, int32_t seq_cap, int32_t seqs, int32_t width,
+                                 int32_t slot_entries) {
   const auto tokens = static_cast<size_t>(token_cap), caps = static_cast<size_t>(seq_cap);
   positions = token_ids + tokens;
   slots = positions + tokens;
-  query_start = slots + tokens;
+  slot_pitch = tokens;
+  query_start = slots + tokens * static_cast<size_t>(slot_entries);
   sample_rows = query_start + caps + 1;
   block_tables = AlignUp4(sample_rows + caps);
   end = AlignUp4(block_tables + static_cast<size_t>(seqs) * static_cast<size_t>(width));

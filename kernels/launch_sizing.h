@@ -49,12 +49,15 @@ SplitKLaunch PlanSplitK(int32_t batch, int32_t longest_context, int32_t max_mode
 int32_t BlockTableWidth(int32_t longest_context, int32_t block_size);
 
 // Offsets (in int32 elements) of a step's inputs in the CUDA executor's upload
-// buffer: token_cap token ids, positions and slots, seq_cap + 1 query starts,
+// buffer: token_cap token ids and positions, slot_entries runs of token_cap
+// slots (one per table entry of a logical block), seq_cap + 1 query starts,
 // seq_cap sample rows, then `seqs` block-table rows of `width` columns.
 struct StepInputLayout {
   size_t token_ids = 0, positions = 0, slots = 0, query_start = 0, sample_rows = 0;
   size_t block_tables = 0, end = 0;
-  StepInputLayout(int32_t token_cap, int32_t seq_cap, int32_t seqs, int32_t width);
+  size_t slot_pitch = 0;  // from one entry's slots to the next's
+  StepInputLayout(int32_t token_cap, int32_t seq_cap, int32_t seqs, int32_t width,
+                  int32_t slot_entries = 1);
 };
 
 // What a step uploads of its int32 inputs: everything before the block

@@ -5,7 +5,9 @@
 //     prompt and output, logit > 0 ? logit / r : logit * r), then
 //     frequency_penalty * count + presence_penalty * (count > 0) subtracted for
 //     each token of the output;
-//  2. logit bias added;
+//  2. logit bias added, then every token outside the row's allowed-token
+//     mask (when it has one: structured outputs) set to -inf, so that it is
+//     never drawn (callers drop top logprob entries of -inf);
 //  3. logprobs: log_softmax of these logits (before temperature): the sampled
 //     token's and the num_logprobs best (descending, lower id first on ties);
 //  4. temperature below kGreedyTemperature (0, or so small that 1 / T would
@@ -53,7 +55,16 @@ struct SamplingRowParams {
   const float* bias_values = nullptr;       // [num_bias]
   int32_t num_bias = 0;
   int32_t num_logprobs = -1;  // -1: none; k >= 0: sampled token's plus k best
+  // Packed allowed tokens (token t: bit t % 32 of word t / 32; tokens past
+  // allowed_words * 32 are not allowed), or null: every token is. A row
+  // that allows no token with a finite logit yields its lowest allowed id.
+  const uint32_t* allowed_tokens = nullptr;
+  int32_t allowed_words = 0;
 };
+
+LOOM_HOST_DEVICE inline bool TokenAllowed(const uint32_t* mask, int32_t words, int32_t token) {
+  return token < words * 32 && ((mask[token >> 5] >> (token & 31)) & 1u) != 0;
+}
 
 struct SamplingBatchParams {
   float* logits = nullptr;  // [num_rows, vocab_size]; overwritten (scratch)

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -74,9 +75,166 @@ absl::Status Validate(const ModelConfig& c) {
     return Invalid("rms_norm_eps, rope_theta and rope factor must be positive");
   }
   if (c.max_position_embeddings <= 0) return Invalid("max_position_embeddings must be positive");
+  if (c.sliding_window < 0 ||
+      (c.sliding_window > 0 && c.layer_sliding.size() != static_cast<size_t>(c.num_layers))) {
+    return Invalid(absl::StrCat("sliding_window must be >= 0 with one layer type per layer; got ",
+                                c.sliding_window, " and ", c.layer_sliding.size(), " layer types"));
+  }
+  if (!(c.embedding_scale > 0) || !(c.attention_scale >= 0) || !(c.rope_local_theta >= 0)) {
+    return Invalid("embedding scale, attention scale and rope_local_base_freq must be positive");
+  }
   if (!c.rope_freq_factors.empty() &&
       c.rope_freq_factors.size() != static_cast<size_t>(c.head_dim / 2)) {
     return Invalid("rope_freqs has the wrong length");
+  }
+  return absl::OkStatus();
+}
+
+constexpr const char* kArchitectures[][2] = {
+    {"llama", "LlamaForCausalLM"},        {"mistral", "MistralForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
+    {"gemma3_text", "Gemma3ForCausalLM"},
+};
+
+absl::Status ReadArchitecture(const json& j, ModelConfig& c) {
+  if (auto it = j.find("architectures");
+      it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
+    c.architecture = (*it)[0].get<std::string>();
+  }
+  const std::string model_type = String(j, "model_type", "");
+  for (const auto& [type, arch] : kArchitectures) {
+    if (c.architecture.empty() && model_type == type) c.architecture = arch;
+  }
+  for (const auto& [type, arch] : kArchitectures) {
+    if (c.architecture == arch) return absl::OkStatus();
+  }
+  return absl::UnimplementedError(absl::StrCat("unsupported architecture '", c.architecture,
+                                               "' (Llama, Mistral, Qwen2, Qwen3 and Gemma 3 are)"));
+}
+
+// rope_scaling / rope_parameters: the scaling of the full-attention layers.
+absl::Status ReadRopeScaling(const json& rs, ModelConfig& c) {
+  const std::string type = String(rs, "rope_type", String(rs, "type", "default"));
+  if (type == "linear") {
+    c.rope_scaling = RopeScalingType::kLinear;
+  } else if (type == "llama3") {
+    c.rope_scaling = RopeScalingType::kLlama3;
+  } else if (type != "default") {
+    return absl::UnimplementedError(absl::StrCat("unsupported rope_scaling type '", type, "'"));
+  }
+  c.rope_factor = static_cast<float>(Number(rs, "factor").value_or(1.0));
+  c.rope_low_freq_factor = static_cast<float>(Number(rs, "low_freq_factor").value_or(1.0));
+  c.rope_high_freq_factor = static_cast<float>(Number(rs, "high_freq_factor").value_or(4.0));
+  LOOM_ASSIGN_OR_RETURN(c.rope_original_max_position,
+                        Int(rs, "original_max_position_embeddings", 8192));
+  return absl::OkStatus();
+}
+
+absl::Status ReadRope(const json& j, ModelConfig& c) {
+  c.rope_theta = static_cast<float>(Number(j, "rope_theta").value_or(c.rope_theta));
+  if (c.architecture == "Gemma3ForCausalLM") {
+    c.rope_local_theta = static_cast<float>(Number(j, "rope_local_base_freq").value_or(10000.0));
+  }
+  // transformers 5 writes rope_parameters (theta included) instead of
+  // rope_theta + rope_scaling; Gemma 3's holds one entry per layer type.
+  const json* rope = nullptr;
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
+    rope = &*it;
+    if (auto local = rope->find("sliding_attention"); local != rope->end() && local->is_object()) {
+      c.rope_local_theta =
+          static_cast<float>(Number(*local, "rope_theta").value_or(c.rope_local_theta));
+    }
+    if (auto full = rope->find("full_attention"); full != rope->end() && full->is_object()) {
+      rope = &*full;
+    }
+    c.rope_theta = static_cast<float>(Number(*rope, "rope_theta").value_or(c.rope_theta));
+  } else if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
+    rope = &*it;
+  }
+  return rope != nullptr ? ReadRopeScaling(*rope, c) : absl::OkStatus();
+}
+
+// A window that no layer uses, or that covers every position, is no window.
+void DropUnusedWindow(ModelConfig& c) {
+  if (c.sliding_window >= c.max_position_embeddings ||
+      std::find(c.layer_sliding.begin(), c.layer_sliding.end(), true) == c.layer_sliding.end()) {
+    c.sliding_window = 0;
+    c.layer_sliding.clear();
+  }
+}
+
+// Which layers attend to a window: config.json's layer_types when present,
+// else the architecture's rule (Gemma 3: all but every sixth layer; Mistral:
+// all; Qwen: layers from max_window_layers on, with use_sliding_window).
+absl::Status ReadSlidingWindow(const json& j, ModelConfig& c) {
+  const std::optional<double> window = Number(j, "sliding_window");
+  if (!window || *window <= 0) return absl::OkStatus();
+  const bool qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM";
+  if (qwen && !Bool(j, "use_sliding_window", false)) return absl::OkStatus();
+  if (*window > std::numeric_limits<int32_t>::max() || *window != std::floor(*window)) {
+    return Invalid(absl::StrCat("sliding_window must be a whole number; got ", *window));
+  }
+  c.sliding_window = static_cast<int32_t>(*window);
+  c.layer_sliding.assign(c.num_layers, c.architecture == "MistralForCausalLM");
+  if (auto it = j.find("layer_types"); it != j.end() && it->is_array()) {
+    if (it->size() != static_cast<size_t>(c.num_layers)) {
+      return Invalid(
+          absl::StrCat("layer_types has ", it->size(), " entries for ", c.num_layers, " layers"));
+    }
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      const json& type = (*it)[l];
+      if (!type.is_string() || (type != "sliding_attention" && type != "full_attention")) {
+        return Invalid(
+            absl::StrCat("layer_types[", l, "] must be sliding_attention or full_attention"));
+      }
+      c.layer_sliding[l] = type == "sliding_attention";
+    }
+  } else if (c.architecture == "Gemma3ForCausalLM") {
+    LOOM_ASSIGN_OR_RETURN(const int32_t pattern, Int(j, "sliding_window_pattern", 6));
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      c.layer_sliding[l] = pattern == 0 || (l + 1) % pattern != 0;
+    }
+  } else if (qwen) {
+    LOOM_ASSIGN_OR_RETURN(const int32_t first, Int(j, "max_window_layers", c.num_layers));
+    for (int32_t l = first; l < c.num_layers; ++l) c.layer_sliding[l] = true;
+  }
+  DropUnusedWindow(c);
+  return absl::OkStatus();
+}
+
+// What Gemma 3 adds to the Llama layout; softcapping and bidirectional
+// attention (Gemma 2, Gemma 3's encoders) are refused by name.
+absl::Status ReadGemma3(const json& j, ModelConfig& c) {
+  c.qk_norm = true;
+  c.sandwich_norms = true;
+  c.rms_norm_weight_offset = 1.0f;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
+  LOOM_ASSIGN_OR_RETURN(const int32_t scalar, Int(j, "query_pre_attn_scalar", 256));
+  if (scalar <= 0) return Invalid("query_pre_attn_scalar must be positive");
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
+    if (Number(j, key).has_value()) {
+      return absl::UnimplementedError(absl::StrCat(key, " is not supported"));
+    }
+  }
+  if (Bool(j, "use_bidirectional_attention", false)) {
+    return absl::UnimplementedError("use_bidirectional_attention is not supported");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadActivation(const json& j, ModelConfig& c) {
+  const std::string act =
+      String(j, "hidden_activation",
+             String(j, "hidden_act",
+                    c.architecture == "Gemma3ForCausalLM" ? "gelu_pytorch_tanh" : "silu"));
+  if (act == "silu") {
+    c.hidden_activation = Activation::kSilu;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") {
+    c.hidden_activation = Activation::kGeluTanh;
+  } else {
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported hidden activation '", act, "' (silu, gelu_pytorch_tanh)"));
   }
   return absl::OkStatus();
 }
@@ -85,21 +243,8 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Invalid("config.json is not a JSON object");
   ModelConfig c;
-  if (auto it = j.find("architectures");
-      it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
-    c.architecture = (*it)[0].get<std::string>();
-  }
-  std::string model_type = String(j, "model_type", "");
-  if (c.architecture.empty()) {
-    if (model_type == "llama") c.architecture = "LlamaForCausalLM";
-    if (model_type == "mistral") c.architecture = "MistralForCausalLM";
-    if (model_type == "qwen2") c.architecture = "Qwen2ForCausalLM";
-  }
-  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM" &&
-      c.architecture != "Qwen2ForCausalLM") {
-    return absl::UnimplementedError(absl::StrCat("unsupported architecture '", c.architecture,
-                                                 "' (Llama, Mistral and Qwen2 are)"));
-  }
+  LOOM_RETURN_IF_ERROR(ReadArchitecture(j, c));
+  const bool gemma = c.architecture == "Gemma3ForCausalLM";
   c.name = String(j, "_name_or_path", "");
   LOOM_ASSIGN_OR_RETURN(c.vocab_size, Int(j, "vocab_size", 0));
   LOOM_ASSIGN_OR_RETURN(c.hidden_size, Int(j, "hidden_size", 0));
@@ -110,50 +255,42 @@ absl::StatusOr<ModelConfig> ParseConfig(const std::string& text) {
   LOOM_ASSIGN_OR_RETURN(c.head_dim,
                         Int(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0));
   c.rms_norm_eps = static_cast<float>(Number(j, "rms_norm_eps").value_or(1e-6));
-  c.rope_theta = static_cast<float>(Number(j, "rope_theta").value_or(10000.0));
   LOOM_ASSIGN_OR_RETURN(c.max_position_embeddings, Int(j, "max_position_embeddings", 2048));
-  c.tie_word_embeddings = Bool(j, "tie_word_embeddings", false);
-  c.attention_bias = c.architecture == "Qwen2ForCausalLM" ||
-                     (j.contains("attention_bias") && j["attention_bias"].is_boolean() &&
-                      j["attention_bias"].get<bool>());
+  // Gemma ties its embeddings unless told otherwise.
+  c.tie_word_embeddings = Bool(j, "tie_word_embeddings", gemma);
+  c.attention_bias = c.architecture == "Qwen2ForCausalLM" || Bool(j, "attention_bias", false);
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
   if (auto it = j.find("eos_token_id"); it != j.end()) c.eos_token_ids = IdList(*it);
   if (auto it = j.find("bos_token_id"); it != j.end() && it->is_number_integer()) {
     c.bos_token_id = it->get<int32_t>();
   }
-  // transformers 5 writes rope_parameters (theta included) instead of
-  // rope_theta + rope_scaling.
-  const json* rope = nullptr;
-  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
-    rope = &*it;
-    c.rope_theta = static_cast<float>(Number(*rope, "rope_theta").value_or(c.rope_theta));
-  } else if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
-    rope = &*it;
-  }
-  if (rope != nullptr) {
-    const json& rs = *rope;
-    std::string type = String(rs, "rope_type", String(rs, "type", "default"));
-    if (type == "linear") {
-      c.rope_scaling = RopeScalingType::kLinear;
-    } else if (type == "llama3") {
-      c.rope_scaling = RopeScalingType::kLlama3;
-    } else if (type != "default") {
-      return absl::UnimplementedError(absl::StrCat("unsupported rope_scaling type '", type, "'"));
-    }
-    c.rope_factor = static_cast<float>(Number(rs, "factor").value_or(1.0));
-    c.rope_low_freq_factor = static_cast<float>(Number(rs, "low_freq_factor").value_or(1.0));
-    c.rope_high_freq_factor = static_cast<float>(Number(rs, "high_freq_factor").value_or(4.0));
-    LOOM_ASSIGN_OR_RETURN(c.rope_original_max_position,
-                          Int(rs, "original_max_position_embeddings", 8192));
-  }
-  // Attention is always full: a sliding window (Mistral v0.1) is honoured by
-  // never running past it.
-  if (std::optional<double> window = Number(j, "sliding_window");
-      window && *window > 0 && Bool(j, "use_sliding_window", true) &&
-      *window < c.max_position_embeddings) {
-    c.max_position_embeddings = static_cast<int32_t>(*window);
-  }
+  LOOM_RETURN_IF_ERROR(ReadRope(j, c));
+  LOOM_RETURN_IF_ERROR(ReadActivation(j, c));
+  if (gemma) LOOM_RETURN_IF_ERROR(ReadGemma3(j, c));
+  LOOM_RETURN_IF_ERROR(ReadSlidingWindow(j, c));
   LOOM_RETURN_IF_ERROR(Validate(c));
   return c;
+}
+
+// llama.cpp's gemma3 keys leave out what it hard-codes and transformers takes
+// as defaults: one full-attention layer in six, the sliding layers' RoPE base
+// 10000, GELU, and query_pre_attn_scalar = head_dim (all Gemma 3 sizes but
+// 27B, which llama.cpp treats apart).
+void GemmaFromGguf(const GgufFile& gguf, ModelConfig& c) {
+  c.qk_norm = true;
+  c.sandwich_norms = true;
+  c.rms_norm_weight_offset = 1.0f;
+  c.hidden_activation = Activation::kGeluTanh;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.rope_local_theta = 10000.0f;
+  const int64_t window = gguf.GetInt("gemma3.attention.sliding_window").value_or(0);
+  if (window > 0 && window <= std::numeric_limits<int32_t>::max()) {
+    c.sliding_window = static_cast<int32_t>(window);
+    c.layer_sliding.resize(c.num_layers);
+    for (int32_t l = 0; l < c.num_layers; ++l) c.layer_sliding[l] = (l + 1) % 6 != 0;
+    DropUnusedWindow(c);
+  }
 }
 
 }  // namespace
@@ -186,9 +323,14 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
   } else if (arch == "qwen2") {
     c.architecture = "Qwen2ForCausalLM";
     c.attention_bias = true;
+  } else if (arch == "qwen3") {
+    c.architecture = "Qwen3ForCausalLM";
+    c.qk_norm = true;
+  } else if (arch == "gemma3") {
+    c.architecture = "Gemma3ForCausalLM";
   } else {
-    return absl::UnimplementedError(
-        absl::StrCat("unsupported GGUF architecture '", arch, "' (llama and qwen2 are)"));
+    return absl::UnimplementedError(absl::StrCat("unsupported GGUF architecture '", arch,
+                                                 "' (llama, qwen2, qwen3 and gemma3 are)"));
   }
   c.name = gguf.GetString("general.name").value_or("");
   auto get_int = [&](const char* key, int64_t fallback) {
@@ -225,6 +367,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
     c.rope_freq_factors.resize(c.head_dim / 2);
     std::memcpy(c.rope_freq_factors.data(), freqs->data.data(), freqs->data.size());
   }
+  if (arch == "gemma3") GemmaFromGguf(gguf, c);
   c.tie_word_embeddings = gguf.FindTensor("output.weight") == nullptr;
   if (gguf.FindTensor("blk.0.attn_q.bias") != nullptr) c.attention_bias = true;
   if (auto bos = gguf.GetInt("tokenizer.ggml.bos_token_id")) c.bos_token_id = *bos;
@@ -239,9 +382,40 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf) {
   return c;
 }
 
-std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
+std::vector<std::pair<std::string, int32_t>> LayerNormWeights(const ModelConfig& c) {
+  std::vector<std::pair<std::string, int32_t>> norms = {
+      {"input_layernorm.weight", c.hidden_size},
+      {"post_attention_layernorm.weight", c.hidden_size}};
+  if (c.qk_norm) {
+    norms.emplace_back("self_attn.q_norm.weight", c.head_dim);
+    norms.emplace_back("self_attn.k_norm.weight", c.head_dim);
+  }
+  if (c.sandwich_norms) {
+    norms.emplace_back("pre_feedforward_layernorm.weight", c.hidden_size);
+    norms.emplace_back("post_feedforward_layernorm.weight", c.hidden_size);
+  }
+  return norms;
+}
+
+bool IsSlidingLayer(const ModelConfig& c, int32_t layer) {
+  return c.sliding_window > 0 && c.layer_sliding[layer];
+}
+
+float AttentionScale(const ModelConfig& c) {
+  return c.attention_scale > 0 ? c.attention_scale
+                               : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+}
+
+std::vector<float> RopeInverseFrequencies(const ModelConfig& c, bool sliding) {
   const int half = c.head_dim / 2;
   std::vector<float> inv(half);
+  if (sliding && c.rope_local_theta > 0) {
+    for (int i = 0; i < half; ++i) {
+      inv[i] = static_cast<float>(
+          1.0 / std::pow(static_cast<double>(c.rope_local_theta), 2.0 * i / c.head_dim));
+    }
+    return inv;
+  }
   for (int i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(static_cast<double>(c.rope_theta), 2.0 * i / c.head_dim);
     if (!c.rope_freq_factors.empty()) f /= c.rope_freq_factors[i];

@@ -96,7 +96,12 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
     return absl::InvalidArgumentError("max_model_len unknown: set it in the options");
   }
 
-  const KvCacheSpec spec{c.num_layers,
+  e->kv_layout_ = KvLayoutOf(c);
+  for (const KvCacheGroup& group : e->kv_layout_.cache.groups) {
+    e->kv_sliding_entry_.insert(e->kv_sliding_entry_.end(), group.num_pages,
+                                group.sliding_window > 0);
+  }
+  const KvCacheSpec spec{e->kv_layout_.layers_per_page,
                          c.num_kv_heads,
                          c.head_dim,
                          options.block_size,
@@ -104,15 +109,15 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
                          {}};
   const int64_t budget = options.kv_cache_bytes > 0 ? options.kv_cache_bytes : DefaultKvBudget();
   const int32_t num_blocks = NumBlocksForBudget(spec, budget);
-  if (num_blocks < 2) {
+  if (num_blocks < e->kv_layout_.cache.stride() + 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("KV cache budget of ", budget, " bytes holds no usable block"));
+        absl::StrCat("KV cache budget of ", budget, " bytes holds no usable logical block"));
   }
   e->kv_.num_blocks = num_blocks;
   e->kv_.block_size = options.block_size;
   const size_t layer_elems =
       static_cast<size_t>(num_blocks) * c.num_kv_heads * options.block_size * c.head_dim;
-  e->kv_.Allocate(c.num_layers, layer_elems);
+  e->kv_.Allocate(e->kv_layout_.layers_per_page, layer_elems);
   return e;
 }
 
@@ -123,48 +128,78 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   g.max_model_len = max_model_len_;
   g.device = "cpu";
   g.prompt_logprobs = true;
+  g.vocab_size = config_.vocab_size;
+  g.kv_layout = kv_layout_.cache;
   // The conversion dtype: with auto it names the weights that are not kept
   // in ggml blocks (weights() tells which are).
   g.dtype = LinearDTypeName(dtype_);
   return g;
 }
 
+absl::Status CpuExecutor::CheckTable(const ScheduledSeq& seq) const {
+  const int32_t stride = kv_layout_.cache.stride();
+  const int32_t bs = kv_.block_size;
+  const int32_t end = seq.num_computed_tokens + seq.num_scheduled_tokens;
+  const int64_t num_blocks = static_cast<int64_t>(seq.block_table.size()) / stride;
+  if (seq.num_scheduled_tokens <= 0 || seq.num_computed_tokens < 0 ||
+      end > static_cast<int32_t>(seq.all_token_ids.size()) || end > max_model_len_ ||
+      seq.block_table.size() % stride != 0 || num_blocks * bs < end) {
+    return absl::InternalError(absl::StrCat(
+        "seq ", seq.seq_id, ": bad slice [", seq.num_computed_tokens, ", ", end, ") of ",
+        seq.all_token_ids.size(), " tokens with ", seq.block_table.size(), " block entries"));
+  }
+  // Sliding pages may be the null block where no query of this step looks.
+  const int32_t window = config_.sliding_window;
+  const int64_t first_needed = window > 0 && seq.num_computed_tokens >= window
+                                   ? (seq.num_computed_tokens - window + 1) / bs
+                                   : 0;
+  for (size_t i = 0; i < seq.block_table.size(); ++i) {
+    const int32_t block = seq.block_table[i];
+    const bool may_be_null =
+        static_cast<int64_t>(i / stride) < first_needed && kv_sliding_entry_[i % stride];
+    if (block < 0 || block >= kv_.num_blocks || (block == 0 && !may_be_null)) {
+      return absl::InternalError(
+          absl::StrCat("seq ", seq.seq_id, ": block id ", block, " at table entry ", i));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
   batch_.Clear();
   sample_seqs_.clear();
+  sample_masks_.clear();
   prompt_rows_.clear();
-  int32_t max_blocks = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
-    max_blocks = std::max(max_blocks, static_cast<int32_t>(seq.block_table.size()));
-  }
-  batch_.max_blocks_per_seq = max_blocks;
-  batch_.block_tables.assign(plan.seqs.size() * max_blocks, 0);
+  const int32_t stride = kv_layout_.cache.stride();
   const int32_t bs = kv_.block_size;
-  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+  int32_t max_entries = 0, num_tokens = 0;
+  for (const ScheduledSeq& seq : plan.seqs) {
+    LOOM_RETURN_IF_ERROR(CheckTable(seq));
+    max_entries = std::max(max_entries, static_cast<int32_t>(seq.block_table.size()));
+    num_tokens += seq.num_scheduled_tokens;
+  }
+  const auto num_seqs = static_cast<int32_t>(plan.seqs.size());
+  batch_.num_entries = stride;
+  batch_.max_blocks_per_seq = max_entries;
+  batch_.block_tables.assign(static_cast<size_t>(num_seqs) * max_entries, 0);
+  batch_.slot_mapping.resize(static_cast<size_t>(stride) * num_tokens);
+  for (int32_t s = 0; s < num_seqs; ++s) {
     const ScheduledSeq& seq = plan.seqs[s];
     const int32_t end = seq.num_computed_tokens + seq.num_scheduled_tokens;
-    if (seq.num_scheduled_tokens <= 0 || seq.num_computed_tokens < 0 ||
-        end > static_cast<int32_t>(seq.all_token_ids.size()) || end > max_model_len_ ||
-        static_cast<int64_t>(seq.block_table.size()) * bs < end) {
-      return absl::InternalError(absl::StrCat(
-          "seq ", seq.seq_id, ": bad slice [", seq.num_computed_tokens, ", ", end, ") of ",
-          seq.all_token_ids.size(), " tokens with ", seq.block_table.size(), " blocks"));
-    }
-    for (size_t b = 0; b < seq.block_table.size(); ++b) {
-      const int32_t block = seq.block_table[b];
-      if (block <= 0 || block >= kv_.num_blocks) {
-        return absl::InternalError(absl::StrCat("seq ", seq.seq_id, ": block id ", block));
-      }
-      batch_.block_tables[s * max_blocks + b] = block;
-    }
+    std::copy(seq.block_table.begin(), seq.block_table.end(),
+              batch_.block_tables.begin() + static_cast<size_t>(s) * max_entries);
     for (int32_t p = seq.num_computed_tokens; p < end; ++p) {
       const int32_t token = seq.all_token_ids[p];
       if (token < 0 || token >= config_.vocab_size) {
         return absl::InternalError(absl::StrCat("seq ", seq.seq_id, ": token id ", token));
       }
+      const int32_t row = batch_.num_tokens();
+      for (int32_t entry = 0; entry < stride; ++entry) {
+        batch_.slot_mapping[static_cast<size_t>(entry) * num_tokens + row] =
+            seq.block_table[(p / bs) * stride + entry] * bs + p % bs;
+      }
       batch_.token_ids.push_back(token);
       batch_.positions.push_back(p);
-      batch_.slot_mapping.push_back(seq.block_table[p / bs] * bs + p % bs);
     }
     if (seq.num_prompt_logprobs >= 0)
       AddPromptRows(seq, batch_.num_tokens() - seq.num_scheduled_tokens);
@@ -177,6 +212,7 @@ absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
       }
       batch_.logit_rows.push_back(batch_.num_tokens() - 1);
       sample_seqs_.push_back(&seq);
+      if (!plan.token_masks.row_of_seq.empty()) sample_masks_.push_back(plan.token_masks.RowOf(s));
     }
   }
   // After every sampling row, so that the sampler sees its rows first.
@@ -223,8 +259,9 @@ absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
     logits_.resize(sample_seqs_.size() * static_cast<size_t>(config_.vocab_size));
   }
   if (!sample_seqs_.empty()) {
-    LOOM_ASSIGN_OR_RETURN(result.sampled,
-                          sampler_.Sample(sample_seqs_, logits_, sampling_limits_, *pool_));
+    LOOM_ASSIGN_OR_RETURN(
+        result.sampled, sampler_.Sample(sample_seqs_, sample_masks_, plan.token_masks.words_per_row,
+                                        logits_, sampling_limits_, *pool_));
   }
   return result;
 }

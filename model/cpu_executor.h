@@ -14,6 +14,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "model/executor.h"
 #include "model/executor_factory.h"
+#include "model/kv_layout.h"
 #include "model/llama_forward.h"
 #include "model/llama_forward_weights.h"
 #include "model/model.h"
@@ -36,6 +37,10 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const ModelConfig& config, int32_t threads, LinearDType dtype);
   // Packs the plan into batch_; INTERNAL when the plan breaks its contract.
   absl::Status BuildBatch(const StepPlan& plan);
+  // INTERNAL unless seq's slice and block table fit the pool and the layout:
+  // only sliding pages before the window of the slice's first query may be
+  // the null block.
+  absl::Status CheckTable(const ScheduledSeq& seq) const;
   void AddPromptRows(const ScheduledSeq& seq, int32_t first_row);
   // Scores prompt_rows_ from the logits after the sampling rows.
   std::vector<PromptLogprobsChunk> ScorePromptRows() const;
@@ -45,10 +50,14 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   LlamaWeights weights_;
   std::unique_ptr<LlamaForward> forward_;
+  ModelKvLayout kv_layout_;
+  std::vector<bool> kv_sliding_entry_;  // per table entry of a logical block
   KvPool kv_;
   int32_t max_model_len_ = 0;
   ForwardBatch batch_;
   std::vector<const ScheduledSeq*> sample_seqs_;
+  // Parallel to sample_seqs_ when the plan has token masks, else empty.
+  std::vector<const uint32_t*> sample_masks_;
   // Logit rows past the sampling ones: prompt positions to score.
   struct PromptRow {
     const ScheduledSeq* seq;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "kernels/launch_sizing.h"
 #include "model/cuda_forward.h"
 #include "model/cuda_weights.h"
+#include "model/kv_layout.h"
 #include "model/sampling_row.h"
 
 namespace loom {
@@ -34,9 +36,16 @@ class CudaExecutorImpl {
   absl::Status Init(const WeightStore* store);
   absl::StatusOr<StepResult> Execute(const StepPlan& plan);
   ExecutorGeometry Geometry() const {
-    ExecutorGeometry g{num_blocks_, options_.block_size, max_model_len_, "cuda", "bfloat16"};
+    ExecutorGeometry g;
+    g.num_blocks = num_blocks_;
+    g.block_size = options_.block_size;
+    g.max_model_len = max_model_len_;
+    g.device = "cuda";
+    g.dtype = "bfloat16";
     g.max_num_seqs = options_.max_num_seqs;
     g.max_num_batched_tokens = max_tokens_;
+    g.vocab_size = config_.vocab_size;
+    g.kv_layout = kv_layout_.cache;
     return g;
   }
   void set_use_graphs(bool on) { use_graphs_ = on; }
@@ -58,7 +67,8 @@ class CudaExecutorImpl {
   CudaStepInputs DeviceInputs(const StepShape& shape, int32_t num_rows) const;
   // Writes the int32 inputs and the sampling pack; returns the ids of the sampled seqs.
   absl::StatusOr<std::vector<int64_t>> PackInputs(const StepPlan& plan, const StepShape& shape);
-  absl::Status AddSamplingRow(const ScheduledSeq& s);
+  // mask: the sample's token mask (TokenMasks::RowOf), or null.
+  absl::Status AddSamplingRow(const ScheduledSeq& s, const uint32_t* mask, int32_t mask_words);
   absl::Status Upload(const StepShape& shape, const kc::SamplingUploadOffsets& at);
   absl::Status Sample(const kc::SamplingUploadOffsets& at, int32_t num_rows);
   StepResult Unpack(const std::vector<int64_t>& seq_ids) const;
@@ -66,9 +76,11 @@ class CudaExecutorImpl {
 
   ModelConfig config_;
   CudaExecutorOptions options_;
+  ModelKvLayout kv_layout_;
+  int32_t stride_ = 1;  // block-table entries per logical block
   int32_t max_model_len_ = 0;
   int32_t max_tokens_ = 0;          // per step
-  int32_t max_blocks_per_seq_ = 0;  // the graphs' block-table width
+  int32_t max_blocks_per_seq_ = 0;  // the graphs' block-table width, in entries
   int32_t num_blocks_ = 0;
   bool use_graphs_ = false;
   cudaStream_t stream_ = nullptr;
@@ -104,7 +116,7 @@ CudaExecutorImpl::~CudaExecutorImpl() {
 // the worst sampling pack the request limits allow.
 absl::Status CudaExecutorImpl::AllocateBuffers() {
   const int32_t seqs = options_.max_num_seqs;
-  const StepInputLayout mixed(max_tokens_, seqs, seqs, max_blocks_per_seq_);
+  const StepInputLayout mixed(max_tokens_, seqs, seqs, max_blocks_per_seq_, stride_);
   kc::SamplingUploadLimits limits;
   limits.max_rows = seqs;
   limits.vocab_size = config_.vocab_size;
@@ -122,13 +134,19 @@ absl::Status CudaExecutorImpl::AllocateBuffers() {
 
 absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   const ModelConfig& c = config_;
-  if (c.head_dim != 16 && c.head_dim != 32 && c.head_dim != 64 && c.head_dim != 128) {
+  if (c.head_dim != 16 && c.head_dim != 32 && c.head_dim != 64 && c.head_dim != 128 &&
+      c.head_dim != 256) {
     return absl::InvalidArgumentError(
-        absl::StrCat("head_dim ", c.head_dim, " unsupported on CUDA"));
+        absl::StrCat("head_dim ", c.head_dim, " unsupported on CUDA (16, 32, 64, 128, 256)"));
   }
-  if (c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 8) {
-    return absl::InvalidArgumentError("CUDA attention needs <= 8 query heads per kv head");
+  const int32_t max_group = c.head_dim > 128 ? 4 : 8;
+  if (c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > max_group) {
+    return absl::InvalidArgumentError(absl::StrCat("CUDA attention needs <= ", max_group,
+                                                   " query heads per kv head at head_dim ",
+                                                   c.head_dim));
   }
+  kv_layout_ = KvLayoutOf(c);
+  stride_ = kv_layout_.cache.stride();
   if (options_.max_num_seqs < 1 || options_.max_num_batched_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_num_seqs (", options_.max_num_seqs, ") and max_num_batched_tokens (",
@@ -142,7 +160,7 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   weights_ = *std::move(w);
 
   max_tokens_ = std::max(options_.max_num_batched_tokens, options_.max_num_seqs);
-  max_blocks_per_seq_ = kernels::BlockTableWidth(max_model_len_, options_.block_size);
+  max_blocks_per_seq_ = kernels::BlockTableWidth(max_model_len_, options_.block_size) * stride_;
   CudaForwardLimits limits;
   limits.max_tokens = max_tokens_;
   limits.max_seqs = options_.max_num_seqs;
@@ -159,7 +177,8 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
           ? options_.kv_cache_bytes
           : static_cast<int64_t>((static_cast<double>(free_bytes) - activations) *
                                  options_.kv_cache_memory_fraction);
-  int64_t blocks = NumBlocksForBudget(CudaForward::KvSpec(c, options_.block_size), kv_bytes);
+  int64_t blocks =
+      NumBlocksForBudget(CudaForward::KvSpec(c, kv_layout_, options_.block_size), kv_bytes);
   if (options_.max_num_blocks > 0) blocks = std::min<int64_t>(blocks, options_.max_num_blocks);
   if (blocks < max_blocks_per_seq_ + 1) {
     return absl::ResourceExhaustedError(
@@ -168,7 +187,8 @@ absl::Status CudaExecutorImpl::Init(const WeightStore* store) {
   }
   num_blocks_ = static_cast<int32_t>(std::min<int64_t>(blocks, INT32_MAX));
   limits.num_blocks = num_blocks_;
-  absl::StatusOr<std::unique_ptr<CudaForward>> forward = CudaForward::Create(c, *weights_, limits);
+  absl::StatusOr<std::unique_ptr<CudaForward>> forward =
+      CudaForward::Create(c, kv_layout_, *weights_, limits);
   if (!forward.ok()) return forward.status();
   forward_ = *std::move(forward);
   use_graphs_ = !options_.enforce_eager;
@@ -190,7 +210,7 @@ StepInputLayout CudaExecutorImpl::Layout(const StepShape& shape) const {
   const int32_t cap = options_.max_num_seqs;
   const bool graph = shape.graph_batch > 0;
   return StepInputLayout(graph ? cap : shape.num_tokens, graph ? cap : shape.num_seqs,
-                         shape.seqs_padded, shape.width);
+                         shape.seqs_padded, shape.width, stride_);
 }
 
 CudaStepInputs CudaExecutorImpl::DeviceInputs(const StepShape& shape, int32_t num_rows) const {
@@ -203,6 +223,8 @@ CudaStepInputs CudaExecutorImpl::DeviceInputs(const StepShape& shape, int32_t nu
   in.query_start = dev + l.query_start;
   in.sample_rows = dev + l.sample_rows;
   in.block_tables = dev + l.block_tables;
+  in.num_entries = stride_;
+  in.slot_pitch = static_cast<int32_t>(l.slot_pitch);
   in.num_tokens = shape.graph_batch > 0 ? shape.seqs_padded : shape.num_tokens;
   in.num_seqs = shape.graph_batch > 0 ? shape.seqs_padded : shape.num_seqs;
   in.num_sample_rows = shape.graph_batch > 0 ? shape.seqs_padded : num_rows;
@@ -222,7 +244,7 @@ absl::Status CudaExecutorImpl::CaptureGraphs() {
   for (int32_t b = 1; b < cap; b *= 2) sizes.push_back(b);
   sizes.push_back(cap);
   // Idle sequences: token 0 at position 0 of the null block.
-  const StepInputLayout l(cap, cap, cap, max_blocks_per_seq_);
+  const StepInputLayout l(cap, cap, cap, max_blocks_per_seq_, stride_);
   auto* h = reinterpret_cast<int32_t*>(host_in_);
   std::memset(host_in_, 0, l.end * 4);
   for (int32_t i = 0; i <= cap; ++i) h[l.query_start + i] = i;
@@ -267,7 +289,8 @@ absl::StatusOr<CudaExecutorImpl::StepShape> CudaExecutorImpl::Plan(const StepPla
   for (const ScheduledSeq& s : plan.seqs) {
     const int32_t end = s.num_computed_tokens + s.num_scheduled_tokens;
     if (end > max_model_len_ || static_cast<int64_t>(s.all_token_ids.size()) < end ||
-        static_cast<int64_t>(s.block_table.size()) * bs < end) {
+        s.block_table.size() % stride_ != 0 ||
+        static_cast<int64_t>(s.block_table.size()) / stride_ * bs < end) {
       return absl::InvalidArgumentError(absl::StrCat("seq ", s.seq_id, ": inconsistent slice"));
     }
     decode_only = decode_only && s.num_scheduled_tokens == 1 && s.sample;
@@ -277,7 +300,7 @@ absl::StatusOr<CudaExecutorImpl::StepShape> CudaExecutorImpl::Plan(const StepPla
   shape.graph_batch = decode_only && use_graphs_ ? GraphBatch(shape.num_seqs) : 0;
   const bool graph = shape.graph_batch > 0;
   shape.seqs_padded = graph ? shape.graph_batch : shape.num_seqs;
-  shape.used_width = kernels::BlockTableWidth(longest, bs);
+  shape.used_width = kernels::BlockTableWidth(longest, bs) * stride_;
   shape.width = graph ? max_blocks_per_seq_ : shape.used_width;
   if (decode_only) {
     shape.split = kernels::PlanSplitK(shape.seqs_padded, longest, max_model_len_, graph);
@@ -285,12 +308,15 @@ absl::StatusOr<CudaExecutorImpl::StepShape> CudaExecutorImpl::Plan(const StepPla
   return shape;
 }
 
-absl::Status CudaExecutorImpl::AddSamplingRow(const ScheduledSeq& s) {
+absl::Status CudaExecutorImpl::AddSamplingRow(const ScheduledSeq& s, const uint32_t* mask,
+                                              int32_t mask_words) {
   const SamplingRowLimits limits{.vocab_size = config_.vocab_size,
                                  .max_logit_bias = options_.max_logit_bias,
                                  .max_top_logprobs = options_.max_top_logprobs};
   LOOM_ASSIGN_OR_RETURN(kernels::SamplingRowParams r,
                         MakeSamplingRow(s, limits, bias_ids_, bias_values_));
+  r.allowed_tokens = mask;
+  r.allowed_words = mask == nullptr ? 0 : mask_words;
   pack_.Add(r);
   return absl::OkStatus();
 }
@@ -314,12 +340,16 @@ absl::StatusOr<std::vector<int64_t>> CudaExecutorImpl::PackInputs(const StepPlan
       const int32_t pos = s.num_computed_tokens + t;
       h[l.token_ids + row] = s.all_token_ids[pos];
       h[l.positions + row] = pos;
-      h[l.slots + row] = s.block_table[pos / bs] * bs + pos % bs;
+      for (int32_t e = 0; e < stride_; ++e) {
+        h[l.slots + e * l.slot_pitch + row] =
+            s.block_table[(pos / bs) * stride_ + e] * bs + pos % bs;
+      }
     }
     if (s.sample) {
       h[l.sample_rows + sampled.size()] = row - 1;
       sampled.push_back(s.seq_id);
-      LOOM_RETURN_IF_ERROR(AddSamplingRow(s));
+      LOOM_RETURN_IF_ERROR(
+          AddSamplingRow(s, plan.token_masks.RowOf(i), plan.token_masks.words_per_row));
     }
   }
   h[l.query_start + shape.num_seqs] = row;
@@ -328,7 +358,7 @@ absl::StatusOr<std::vector<int64_t>> CudaExecutorImpl::PackInputs(const StepPlan
   for (int32_t i = shape.num_seqs; i < shape.seqs_padded; ++i) {
     h[l.token_ids + i] = 0;
     h[l.positions + i] = 0;
-    h[l.slots + i] = 0;
+    for (int32_t e = 0; e < stride_; ++e) h[l.slots + e * l.slot_pitch + i] = 0;
     h[l.query_start + i + 1] = i + 1;
     h[l.sample_rows + i] = i;
     h[l.block_tables + size_t{static_cast<size_t>(i)} * shape.width] = 0;
@@ -346,6 +376,7 @@ absl::Status CudaExecutorImpl::Sample(const kc::SamplingUploadOffsets& at, int32
   sp.penalties = reinterpret_cast<const kc::PenaltyEntry*>(dev_in_ + at.penalties);
   sp.bias_ids = reinterpret_cast<const int32_t*>(dev_in_ + at.bias_ids);
   sp.bias_values = reinterpret_cast<const float*>(dev_in_ + at.bias_values);
+  sp.masks = reinterpret_cast<const uint32_t*>(dev_in_ + at.masks);
   auto* out = reinterpret_cast<int32_t*>(dev_out_);
   sp.out_token_ids = out;
   sp.out_logprobs = reinterpret_cast<float*>(out + cap);
@@ -371,7 +402,9 @@ StepResult CudaExecutorImpl::Unpack(const std::vector<int64_t>& seq_ids) const {
     t.token_id = ho[r];
     t.logprob = ho_f[cap + r];
     for (int32_t k = 0; k < pack_.rows[r].num_logprobs; ++k) {
-      t.top.push_back({ho[2 * cap + r * top + k], ho_f[2 * cap + cap * top + r * top + k]});
+      const float logprob = ho_f[2 * cap + cap * top + r * top + k];
+      if (std::isinf(logprob) && logprob < 0) break;  // masked out: not an alternative
+      t.top.push_back({ho[2 * cap + r * top + k], logprob});
     }
     result.sampled.push_back(std::move(t));
   }

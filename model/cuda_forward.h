@@ -1,8 +1,10 @@
-// The Llama forward pass on the GPU over a packed step (prefill chunks and
-// decodes mixed): embedding, per layer RMSNorm -> fused QKV GEMM -> RoPE + KV
-// write -> paged attention -> O GEMM -> residual RMSNorm -> fused gate/up GEMM
-// -> SiLU*mul -> down GEMM, then the final norm and the LM head on the rows
-// that sample. Every buffer is allocated once, so a run can be graph-captured.
+// The Llama-family forward pass on the GPU over a packed step (prefill chunks
+// and decodes mixed): embedding, per layer RMSNorm -> fused QKV GEMM (-> q/k
+// norm) -> RoPE + KV write -> paged attention (sliding-window layers masked)
+// -> O GEMM (-> post-attention norm) -> residual RMSNorm -> fused gate/up GEMM
+// -> SiLU or GELU-tanh * up -> down GEMM (-> post-MLP norm), then the final
+// norm and the LM head on the rows that sample. Every buffer is allocated
+// once, so a run can be graph-captured.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -20,6 +22,7 @@
 #include "model/config.h"
 #include "model/cuda_weights.h"
 #include "model/kv_cache_sizing.h"
+#include "model/kv_layout.h"
 
 namespace loom {
 
@@ -27,9 +30,11 @@ namespace loom {
 struct CudaStepInputs {
   const int32_t* token_ids = nullptr;     // [num_tokens]
   const int32_t* positions = nullptr;     // [num_tokens]
-  const int32_t* slot_mapping = nullptr;  // [num_tokens]
+  const int32_t* slot_mapping = nullptr;  // [num_entries][slot_pitch]
   const int32_t* query_start = nullptr;   // [num_seqs + 1]
-  const int32_t* block_tables = nullptr;  // [num_seqs, block_table_width]
+  const int32_t* block_tables = nullptr;  // [num_seqs, block_table_width] table entries
+  int32_t num_entries = 1;                // table entries per logical block
+  int32_t slot_pitch = 0;                 // from one entry's slot_mapping to the next's
   const int32_t* sample_rows = nullptr;   // [num_sample_rows], token rows whose logits are needed
   int32_t num_tokens = 0;
   int32_t num_seqs = 0;
@@ -54,6 +59,7 @@ class CudaForward {
   // Allocates activations, the attention workspace and the KV pool;
   // RESOURCE_EXHAUSTED or INTERNAL when the device refuses.
   static absl::StatusOr<std::unique_ptr<CudaForward>> Create(const ModelConfig& config,
+                                                             const ModelKvLayout& kv_layout,
                                                              const CudaWeights& weights,
                                                              const CudaForwardLimits& limits);
   ~CudaForward();
@@ -69,21 +75,31 @@ class CudaForward {
 
   // Device bytes the activations and workspace need for these limits (no KV).
   static int64_t ActivationBytes(const ModelConfig& config, const CudaForwardLimits& limits);
-  static int64_t KvBytesPerBlock(const ModelConfig& config, int32_t block_size);
-  // The pool's geometry for the shared sizing functions (model/kv_cache_sizing.h).
-  static KvCacheSpec KvSpec(const ModelConfig& config, int32_t block_size);
+  static int64_t KvBytesPerBlock(const ModelConfig& config, const ModelKvLayout& kv_layout,
+                                 int32_t block_size);
+  // The pool's geometry for the shared sizing functions (model/kv_cache_sizing.h):
+  // a block holds layers_per_page layers.
+  static KvCacheSpec KvSpec(const ModelConfig& config, const ModelKvLayout& kv_layout,
+                            int32_t block_size);
 
  private:
-  CudaForward(const ModelConfig& config, const CudaWeights& weights,
+  CudaForward(const ModelConfig& config, const ModelKvLayout& kv_layout, const CudaWeights& weights,
               const CudaForwardLimits& limits);
   absl::Status Allocate();
   template <typename T>
   absl::Status Alloc(T*& out, int64_t elems);
-  absl::Status RunLayer(const CudaLayerWeights& w, kernels::PagedKv<__nv_bfloat16>& kv,
-                        const CudaStepInputs& in, const __nv_bfloat16* pending,
-                        cudaStream_t stream);
+  // One layer; `pending` is the previous layer's output to add into the
+  // residual (null for layer 0), and becomes this layer's.
+  absl::Status RunLayer(const CudaLayerWeights& w, int32_t layer,
+                        kernels::PagedKv<__nv_bfloat16>& kv, const CudaStepInputs& in,
+                        const __nv_bfloat16*& pending, cudaStream_t stream);
+  // normed_ -> fused qkv (q/k normed) -> RoPE and KV write -> attention into attn_.
+  absl::Status RunAttention(const CudaLayerWeights& w, int32_t layer,
+                            kernels::PagedKv<__nv_bfloat16>& kv, const CudaStepInputs& in,
+                            cudaStream_t stream);
 
   ModelConfig config_;
+  ModelKvLayout kv_layout_;
   const CudaWeights& weights_;
   CudaForwardLimits limits_;
   int64_t workspace_rows_ = 0;  // split-K rows per query head
@@ -91,10 +107,13 @@ class CudaForward {
   std::vector<void*> allocations_;
   __nv_bfloat16 *residual_ = nullptr, *normed_ = nullptr, *x_ = nullptr, *qkv_ = nullptr;
   __nv_bfloat16 *attn_ = nullptr, *gate_up_ = nullptr, *act_ = nullptr, *gathered_ = nullptr;
+  __nv_bfloat16* post_normed_ = nullptr;  // sandwich norms' outputs
   float* logits_ = nullptr;
   float *partial_out_ = nullptr, *partial_max_ = nullptr, *partial_sum_ = nullptr;
   float* inv_freq_ = nullptr;
-  __nv_bfloat16* kv_pool_ = nullptr;  // [layers][2][num_blocks][kv_heads][block_size][head_dim]
+  float* inv_freq_local_ = nullptr;  // the sliding-window layers' RoPE
+  // [layers_per_page][2][num_blocks][kv_heads][block_size][head_dim]
+  __nv_bfloat16* kv_pool_ = nullptr;
 };
 
 }  // namespace loom

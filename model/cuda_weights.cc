@@ -6,8 +6,10 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/float16.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/random_fill.h"
 
@@ -47,6 +49,22 @@ absl::Status CopyTensor(const WeightStore& store, const std::string& name, Shape
   return absl::OkStatus();
 }
 
+// A norm's weight with the config's offset added in float32, then rounded.
+absl::Status CopyNorm(const WeightStore& store, const std::string& name, int64_t n, float offset,
+                      __nv_bfloat16* dst, uint16_t* staging) {
+  absl::StatusOr<const Tensor*> t = store.Get(name);
+  if (!t.ok()) return t.status();
+  if ((*t)->num_elements() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected ", n, " values, got ", (*t)->num_elements()));
+  }
+  std::vector<float> w(n);
+  store.ToFloat32(**t, w);
+  for (int64_t i = 0; i < n; ++i) staging[i] = FloatToBFloat16(offset + w[i]);
+  LOOM_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, staging, n * 2, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CudaWeights::CudaWeights(const ModelConfig& config) : config_(config) {}
@@ -66,8 +84,10 @@ absl::Status CudaWeights::Allocate() {
     offset += (elems + kAlign - 1) / kAlign * kAlign;
     return at;
   };
+  const bool qk = c.qk_norm, sandwich = c.sandwich_norms;
   struct LayerOffsets {
-    int64_t in_norm, qkv, bias, o, post_norm, gate_up, down;
+    int64_t in_norm, qkv, bias, q_norm, k_norm, o, post_attn_norm, mlp_norm, gate_up, down,
+        post_mlp_norm;
   };
   std::vector<LayerOffsets> lo(c.num_layers);
   const int64_t embed = take(static_cast<int64_t>(c.vocab_size) * hidden);
@@ -75,10 +95,14 @@ absl::Status CudaWeights::Allocate() {
     l.in_norm = take(hidden);
     l.qkv = take(QkvRows(c) * hidden);
     l.bias = c.attention_bias ? take(QkvRows(c)) : -1;
+    l.q_norm = qk ? take(c.head_dim) : -1;
+    l.k_norm = qk ? take(c.head_dim) : -1;
     l.o = take(hidden * attn);
-    l.post_norm = take(hidden);
+    l.post_attn_norm = sandwich ? take(hidden) : -1;
+    l.mlp_norm = take(hidden);
     l.gate_up = take(2 * inter * hidden);
     l.down = take(hidden * inter);
+    l.post_mlp_norm = sandwich ? take(hidden) : -1;
   }
   const int64_t final_norm = take(hidden);
   const int64_t lm_head = c.tie_word_embeddings ? embed : take(int64_t{c.vocab_size} * hidden);
@@ -93,12 +117,13 @@ absl::Status CudaWeights::Allocate() {
   embed_ = b + embed;
   final_norm_ = b + final_norm;
   lm_head_ = b + lm_head;
+  auto at = [b](int64_t off) { return off >= 0 ? b + off : nullptr; };
   layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    layers_[i] = {
-        b + lo[i].in_norm, b + lo[i].qkv,       lo[i].bias >= 0 ? b + lo[i].bias : nullptr,
-        b + lo[i].o,       b + lo[i].post_norm, b + lo[i].gate_up,
-        b + lo[i].down};
+    const LayerOffsets& l = lo[i];
+    layers_[i] = {at(l.in_norm), at(l.qkv),  at(l.bias),           at(l.q_norm),
+                  at(l.k_norm),  at(l.o),    at(l.post_attn_norm), at(l.mlp_norm),
+                  at(l.gate_up), at(l.down), at(l.post_mlp_norm)};
   }
   return absl::OkStatus();
 }
@@ -117,13 +142,20 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Load(const ModelConfig
   auto copy = [&](const std::string& name, Shape shape, __nv_bfloat16* dst) {
     if (status.ok()) status = CopyTensor(store, name, shape, dst, staging, staging_elems);
   };
+  auto norm = [&](const std::string& name, int64_t n, __nv_bfloat16* dst) {
+    if (status.ok() && dst != nullptr) {
+      status = CopyNorm(store, name, n, c.rms_norm_weight_offset, dst, staging);
+    }
+  };
   copy("model.embed_tokens.weight", {c.vocab_size, hidden}, w->embed_);
-  copy("model.norm.weight", {1, hidden}, w->final_norm_);
+  norm("model.norm.weight", hidden, w->final_norm_);
   if (!c.tie_word_embeddings) copy("lm_head.weight", {c.vocab_size, hidden}, w->lm_head_);
   for (int i = 0; i < c.num_layers && status.ok(); ++i) {
     const std::string p = absl::StrCat("model.layers.", i, ".");
     const CudaLayerWeights& l = w->layers_[i];
-    copy(p + "input_layernorm.weight", {1, hidden}, l.input_norm);
+    norm(p + "input_layernorm.weight", hidden, l.input_norm);
+    norm(p + "self_attn.q_norm.weight", hd, l.q_norm);
+    norm(p + "self_attn.k_norm.weight", hd, l.k_norm);
     copy(p + "self_attn.q_proj.weight", {q_rows, hidden}, l.qkv);
     copy(p + "self_attn.k_proj.weight", {kv_rows, hidden}, l.qkv + q_rows * hidden);
     copy(p + "self_attn.v_proj.weight", {kv_rows, hidden}, l.qkv + (q_rows + kv_rows) * hidden);
@@ -133,7 +165,13 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Load(const ModelConfig
       copy(p + "self_attn.v_proj.bias", {1, kv_rows}, l.qkv_bias + q_rows + kv_rows);
     }
     copy(p + "self_attn.o_proj.weight", {hidden, q_rows}, l.o);
-    copy(p + "post_attention_layernorm.weight", {1, hidden}, l.post_attn_norm);
+    if (c.sandwich_norms) {
+      norm(p + "post_attention_layernorm.weight", hidden, l.post_attn_norm);
+      norm(p + "pre_feedforward_layernorm.weight", hidden, l.mlp_norm);
+      norm(p + "post_feedforward_layernorm.weight", hidden, l.post_mlp_norm);
+    } else {
+      norm(p + "post_attention_layernorm.weight", hidden, l.mlp_norm);
+    }
     copy(p + "mlp.gate_proj.weight", {inter, hidden}, l.gate_up);
     copy(p + "mlp.up_proj.weight", {inter, hidden}, l.gate_up + inter * hidden);
     copy(p + "mlp.down_proj.weight", {hidden, inter}, l.down);
@@ -158,7 +196,7 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Dummy(const ModelConfi
                                       seed * 1000003 + n++);
   };
   auto ones = [&](__nv_bfloat16* dst, int64_t elems) {
-    if (status.ok()) status = cuda::FillBFloat16(nullptr, dst, elems, 1.0f);
+    if (status.ok() && dst != nullptr) status = cuda::FillBFloat16(nullptr, dst, elems, 1.0f);
   };
   random(w->embed_, int64_t{c.vocab_size} * hidden, hidden);
   ones(w->final_norm_, hidden);
@@ -167,10 +205,14 @@ absl::StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::Dummy(const ModelConfi
     ones(l.input_norm, hidden);
     random(l.qkv, QkvRows(c) * hidden, hidden);
     if (l.qkv_bias != nullptr) random(l.qkv_bias, QkvRows(c), hidden);
+    ones(l.q_norm, c.head_dim);
+    ones(l.k_norm, c.head_dim);
     random(l.o, hidden * attn, attn);
     ones(l.post_attn_norm, hidden);
+    ones(l.mlp_norm, hidden);
     random(l.gate_up, 2 * inter * hidden, hidden);
     random(l.down, hidden * inter, inter);
+    ones(l.post_mlp_norm, hidden);
   }
   if (!status.ok()) return status;
   LOOM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());

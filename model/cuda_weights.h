@@ -16,14 +16,20 @@
 
 namespace loom {
 
+// Norm weights hold their effective scale: Gemma's 1 + w is added in float32
+// before the bf16 rounding. Null pointers mark what the architecture lacks.
 struct CudaLayerWeights {
   __nv_bfloat16* input_norm = nullptr;      // [hidden]
   __nv_bfloat16* qkv = nullptr;             // [(heads + 2 * kv_heads) * head_dim, hidden]
   __nv_bfloat16* qkv_bias = nullptr;        // [(heads + 2 * kv_heads) * head_dim] or null
+  __nv_bfloat16* q_norm = nullptr;          // [head_dim] (q/k norm) or null
+  __nv_bfloat16* k_norm = nullptr;          // [head_dim] (q/k norm) or null
   __nv_bfloat16* o = nullptr;               // [hidden, heads * head_dim]
-  __nv_bfloat16* post_attn_norm = nullptr;  // [hidden]
+  __nv_bfloat16* post_attn_norm = nullptr;  // [hidden] (sandwich norms) or null
+  __nv_bfloat16* mlp_norm = nullptr;        // [hidden]
   __nv_bfloat16* gate_up = nullptr;         // [2 * inter, hidden]
   __nv_bfloat16* down = nullptr;            // [hidden, inter]
+  __nv_bfloat16* post_mlp_norm = nullptr;   // [hidden] (sandwich norms) or null
 };
 
 class CudaWeights {

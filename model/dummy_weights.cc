@@ -59,12 +59,14 @@ std::unique_ptr<WeightStore> MakeDummyWeights(const ModelConfig& c, DType dtype,
   auto linear = [&](const std::string& name, int64_t out, int64_t in) {
     AddTensor(*store, dtype, name, {out, in}, 1.0f / std::sqrt(static_cast<float>(in)), 0, rng);
   };
-  auto norm = [&](const std::string& name) { AddTensor(*store, dtype, name, {h}, 0, 1, rng); };
+  // Unit norms, whatever offset the model adds to their weights.
+  auto norm = [&](const std::string& name, int64_t n) {
+    AddTensor(*store, dtype, name, {n}, 0, 1.0f - c.rms_norm_weight_offset, rng);
+  };
   AddTensor(*store, dtype, "model.embed_tokens.weight", {c.vocab_size, h}, 1.0f, 0, rng);
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    norm(p + "input_layernorm.weight");
-    norm(p + "post_attention_layernorm.weight");
+    for (const auto& [name, size] : LayerNormWeights(c)) norm(p + name, size);
     linear(p + "self_attn.q_proj.weight", q, h);
     linear(p + "self_attn.k_proj.weight", kv, h);
     linear(p + "self_attn.v_proj.weight", kv, h);
@@ -78,7 +80,7 @@ std::unique_ptr<WeightStore> MakeDummyWeights(const ModelConfig& c, DType dtype,
     linear(p + "mlp.up_proj.weight", f, h);
     linear(p + "mlp.down_proj.weight", h, f);
   }
-  norm("model.norm.weight");
+  norm("model.norm.weight", h);
   if (!c.tie_word_embeddings) linear("lm_head.weight", c.vocab_size, h);
   return store;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "types/kv_cache_layout.h"
 #include "types/step.h"
 
 namespace loom {
@@ -26,6 +27,12 @@ struct ExecutorGeometry {
   // Whether Execute honours ScheduledSeq::num_prompt_logprobs; the engine
   // refuses requests for prompt logprobs otherwise.
   bool prompt_logprobs = false;
+  // Logits per sampled row; 0: unknown. A constrained request's token masks
+  // must cover exactly this many tokens (Engine::Submit checks).
+  int32_t vocab_size = 0;
+  // How the layers share block tables (types/kv_cache_layout.h); the plans'
+  // block tables follow it.
+  KvCacheLayout kv_layout;
 };
 
 class Executor {

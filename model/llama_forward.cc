@@ -25,6 +25,32 @@ constexpr int32_t kPartitionSize = 256;
 
 }  // namespace
 
+void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
+                          kernels::ParallelFor& pool) const {
+  const float* bias = w.bias.empty() ? nullptr : w.bias.data();
+  switch (w.dtype) {
+    case LinearDType::kFloat32:
+      kc::Matmul({x, w.f32.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
+      return;
+    case LinearDType::kBFloat16:
+      kc::MatmulBf16({x, w.bf16.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
+      return;
+    case LinearDType::kQuantized:
+      break;
+  }
+  // One product per run of rows in one block type, into its columns of y.
+  const std::byte* blocks = w.quant.data();
+  int32_t row = 0;
+  for (const QuantRows& part : w.parts) {
+    kc::MatmulQuantParams p{
+        x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
+    p.quantize_x = int8_prefill_;
+    kc::MatmulQuant(p, pool);
+    blocks += part.rows * (w.k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type));
+    row += part.rows;
+  }
+}
+
 void ForwardBatch::Clear() {
   token_ids.clear();
   positions.clear();
@@ -33,6 +59,7 @@ void ForwardBatch::Clear() {
   context_lens.clear();
   block_tables.clear();
   max_blocks_per_seq = 0;
+  num_entries = 1;
   logit_rows.clear();
 }
 
@@ -41,31 +68,35 @@ LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weight
     : config_(config),
       weights_(weights),
       int8_prefill_(int8_prefill),
-      inv_freq_(RopeInverseFrequencies(config)) {}
+      kv_layout_(KvLayoutOf(config)),
+      inv_freq_(RopeInverseFrequencies(config)),
+      inv_freq_local_(RopeInverseFrequencies(config, /*sliding=*/true)) {}
 
-void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
-                          kernels::ParallelFor& pool) const {
-  const float* bias = w.bias.empty() ? nullptr : w.bias.data();
-  kc::QuantType quant = kc::QuantType::kQ4_1;
-  switch (w.dtype) {
-    case LinearDType::kFloat32:
-      kc::Matmul({x, w.f32.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
-      return;
-    case LinearDType::kBFloat16:
-      kc::MatmulBf16({x, w.bf16.data(), bias, y, m, w.n, w.k, w.k, w.n}, pool);
-      return;
-    case LinearDType::kQ8_0:
-      quant = kc::QuantType::kQ8_0;
-      break;
-    case LinearDType::kQ4_0:
-      quant = kc::QuantType::kQ4_0;
-      break;
-    case LinearDType::kQ4_1:
-      break;
+void LlamaForward::Embed(const ForwardBatch& batch, kernels::ParallelFor& pool) {
+  const ModelConfig& c = config_;
+  const LinearWeight& table = weights_.embed;
+  const int32_t t = batch.num_tokens();
+  if (table.dtype == LinearDType::kFloat32) {
+    kc::Embedding({batch.token_ids.data(), table.f32.data(), residual_.data(), t, c.hidden_size,
+                   c.vocab_size, c.embedding_scale},
+                  pool);
+    return;
   }
-  kc::MatmulQuantParams p{x, w.quant.data(), quant, bias, y, m, w.n, w.k, w.k, w.n};
-  p.quantize_x = int8_prefill_;
-  kc::MatmulQuant(p, pool);
+  // A table in blocks: each token's row decoded as the matmul decodes it.
+  LOOM_CHECK(table.dtype == LinearDType::kQuantized && table.parts.size() == 1);
+  const kc::QuantType type = table.parts[0].type;
+  const int64_t row_bytes = c.hidden_size / kc::QuantBlockValues(type) * kc::QuantBlockBytes(type);
+  pool.Run(t, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int32_t id = batch.token_ids[i];
+      LOOM_CHECK(id >= 0 && id < c.vocab_size) << "token id " << id;
+      float* out = residual_.data() + i * c.hidden_size;
+      kc::DequantizeBlocks(type, table.quant.data() + id * row_bytes, c.hidden_size, out);
+      if (c.embedding_scale != 1.0f) {
+        for (int32_t j = 0; j < c.hidden_size; ++j) out[j] = out[j] * c.embedding_scale;
+      }
+    }
+  });
 }
 
 void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool,
@@ -78,16 +109,16 @@ void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelF
   residual_.resize(static_cast<size_t>(t) * hidden);
   normed_.resize(residual_.size());
   proj_.resize(residual_.size());
+  if (c.sandwich_norms) post_normed_.resize(residual_.size());
   qkv_.resize(static_cast<size_t>(t) * qkv_width);
   attn_.resize(static_cast<size_t>(t) * q_width);
   gate_up_.resize(static_cast<size_t>(t) * 2 * c.intermediate_size);
   act_.resize(static_cast<size_t>(t) * c.intermediate_size);
 
-  kc::Embedding(
-      {batch.token_ids.data(), weights_.embed.data(), residual_.data(), t, hidden, c.vocab_size},
-      pool);
+  Embed(batch, pool);
+  const float* layer_out = nullptr;
   for (int32_t i = 0; i < c.num_layers; ++i) {
-    Layer(i, batch, kv, pool);
+    layer_out = Layer(i, layer_out, batch, kv, pool);
     on_layer();
   }
 
@@ -98,7 +129,8 @@ void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelF
   final_normed_.resize(final_x_.size());
   for (int32_t r = 0; r < rows; ++r) {
     const size_t src = static_cast<size_t>(batch.logit_rows[r]) * hidden;
-    std::memcpy(&final_x_[static_cast<size_t>(r) * hidden], &proj_[src], hidden * sizeof(float));
+    std::memcpy(&final_x_[static_cast<size_t>(r) * hidden], &layer_out[src],
+                hidden * sizeof(float));
     std::memcpy(&final_residual_[static_cast<size_t>(r) * hidden], &residual_[src],
                 hidden * sizeof(float));
   }
@@ -106,42 +138,88 @@ void LlamaForward::Run(const ForwardBatch& batch, KvPool& kv, kernels::ParallelF
                final_normed_.data(), rows, hidden, c.rms_norm_eps},
               pool);
   logits.resize(static_cast<size_t>(rows) * c.vocab_size);
-  Linear(final_normed_.data(), rows, weights_.lm_head, logits.data(), pool);
+  Linear(final_normed_.data(), rows, weights_.head(), logits.data(), pool);
 }
 
-void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
-                         kernels::ParallelFor& pool) {
+const float* LlamaForward::Layer(int32_t index, const float* prev_out, const ForwardBatch& batch,
+                                 KvPool& kv, kernels::ParallelFor& pool) {
   const ModelConfig& c = config_;
   const LlamaLayerWeights& w = weights_.layers[index];
   const int32_t t = batch.num_tokens();
   const int32_t hidden = c.hidden_size;
+  const int32_t inter = c.intermediate_size;
+
+  // The previous layer's output joins the residual stream inside the norm.
+  kc::RmsNorm(
+      {prev_out, residual_.data(), w.input_norm.data(), normed_.data(), t, hidden, c.rms_norm_eps},
+      pool);
+  Attention(index, batch, kv, pool);
+  Linear(attn_.data(), t, w.o_proj, proj_.data(), pool);
+  const float* attn_out = PostNorm(w.post_attn_norm, t, pool);
+  kc::RmsNorm(
+      {attn_out, residual_.data(), w.mlp_norm.data(), normed_.data(), t, hidden, c.rms_norm_eps},
+      pool);
+  Linear(normed_.data(), t, w.gate_up, gate_up_.data(), pool);
+  const kernels::SiluMulParams<float> act{
+      gate_up_.data(), gate_up_.data() + inter, act_.data(), t, inter, 2 * inter, inter};
+  if (c.hidden_activation == Activation::kGeluTanh) {
+    kc::GeluTanhMul(act, pool);
+  } else {
+    kc::SiluMul(act, pool);
+  }
+  Linear(act_.data(), t, w.down, proj_.data(), pool);
+  return PostNorm(w.post_mlp_norm, t, pool);
+}
+
+const float* LlamaForward::PostNorm(const std::vector<float>& weight, int32_t t,
+                                    kernels::ParallelFor& pool) {
+  if (weight.empty()) return proj_.data();
+  kc::RmsNorm({nullptr, proj_.data(), weight.data(), post_normed_.data(), t, config_.hidden_size,
+               config_.rms_norm_eps},
+              pool);
+  return post_normed_.data();
+}
+
+void LlamaForward::Attention(int32_t index, const ForwardBatch& batch, KvPool& kv,
+                             kernels::ParallelFor& pool) {
+  const ModelConfig& c = config_;
+  const LlamaLayerWeights& w = weights_.layers[index];
+  const int32_t t = batch.num_tokens();
   const int32_t d = c.head_dim;
   const int32_t q_width = c.num_heads * d;
   const int32_t kv_width = c.num_kv_heads * d;
   const int32_t qkv_width = q_width + 2 * kv_width;
-  const int32_t inter = c.intermediate_size;
+  const bool sliding = IsSlidingLayer(c, index);
 
-  // The previous layer's MLP output joins the residual stream inside the norm.
-  kc::RmsNorm({index == 0 ? nullptr : proj_.data(), residual_.data(), w.input_norm.data(),
-               normed_.data(), t, hidden, c.rms_norm_eps},
-              pool);
   Linear(normed_.data(), t, w.qkv, qkv_.data(), pool);
+  if (c.qk_norm) {
+    kc::HeadRmsNorm({qkv_.data(), w.q_norm.data(), qkv_width, t, c.num_heads, d, c.rms_norm_eps},
+                    pool);
+    kc::HeadRmsNorm(
+        {qkv_.data() + q_width, w.k_norm.data(), qkv_width, t, c.num_kv_heads, d, c.rms_norm_eps},
+        pool);
+  }
 
+  // The layer's buffer, through the block tables of its entry.
+  const int32_t entry = kv_layout_.entry[index];
+  const int32_t buffer = kv_layout_.buffer[index];
   kernels::PagedKv<float> view;
-  view.k_cache = kv.k[index].data();
-  view.v_cache = kv.v[index].data();
+  view.k_cache = kv.k[buffer].data();
+  view.v_cache = kv.v[buffer].data();
   view.num_blocks = kv.num_blocks;
   view.num_kv_heads = c.num_kv_heads;
   view.block_size = kv.block_size;
   view.head_dim = d;
-  view.block_tables = batch.block_tables.data();
+  view.block_tables = batch.block_tables.data() + entry;
   view.max_blocks_per_seq = batch.max_blocks_per_seq;
+  view.block_stride = batch.num_entries;
   view.context_lens = batch.context_lens.data();
   view.query_start = batch.query_start.data();
   view.num_seqs = batch.num_seqs();
   view.positions = batch.positions.data();
-  view.slot_mapping = batch.slot_mapping.data();
+  view.slot_mapping = batch.SlotMapping(entry);
   view.num_tokens = t;
+  view.sliding_window = sliding ? c.sliding_window : 0;
 
   kernels::RopeKvWriteParams<float> rope;
   rope.q = qkv_.data();
@@ -149,7 +227,7 @@ void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
   rope.v = qkv_.data() + q_width + kv_width;
   rope.q_stride = rope.k_stride = rope.v_stride = qkv_width;
   rope.num_heads = c.num_heads;
-  rope.inv_freq = inv_freq_.data();
+  rope.inv_freq = sliding ? inv_freq_local_.data() : inv_freq_.data();
   rope.kv = view;
   kc::RopeKvWrite(rope, pool);
 
@@ -159,7 +237,7 @@ void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
   attn.q_stride = qkv_width;
   attn.out_stride = q_width;
   attn.num_heads = c.num_heads;
-  attn.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  attn.scale = AttentionScale(c);
   attn.kv = view;
   const int32_t max_context =
       *std::max_element(batch.context_lens.begin(), batch.context_lens.end());
@@ -175,15 +253,6 @@ void LlamaForward::Layer(int32_t index, const ForwardBatch& batch, KvPool& kv,
     attn.partial_sum = partial_sum_.data();
   }
   kc::PagedAttention(attn, pool);
-
-  Linear(attn_.data(), t, w.o_proj, proj_.data(), pool);
-  kc::RmsNorm({proj_.data(), residual_.data(), w.post_norm.data(), normed_.data(), t, hidden,
-               c.rms_norm_eps},
-              pool);
-  Linear(normed_.data(), t, w.gate_up, gate_up_.data(), pool);
-  kc::SiluMul({gate_up_.data(), gate_up_.data() + inter, act_.data(), t, inter, 2 * inter, inter},
-              pool);
-  Linear(act_.data(), t, w.down, proj_.data(), pool);
 }
 
 }  // namespace loom

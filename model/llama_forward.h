@@ -1,6 +1,7 @@
-// The Llama-family forward pass on the CPU over a packed step of tokens
-// (prefill chunks and decodes together), reading and writing K/V through the
-// paged pool and computing logits only for the rows that sample.
+// The Llama-family forward pass on the CPU (Llama, Mistral, Qwen2, Qwen3,
+// Gemma 3) over a packed step of tokens (prefill chunks and decodes
+// together), reading and writing K/V through the paged pool and computing
+// logits only for the rows that sample.
 #pragma once
 
 #include <cstdint>
@@ -10,39 +11,50 @@
 #include "base/zero_pages.h"
 #include "kernels/parallel.h"
 #include "model/config.h"
+#include "model/kv_layout.h"
 #include "model/llama_forward_weights.h"
 
 namespace loom {
 
 // One step's inputs, packed sequence after sequence (see kernels/paged_kv.h).
+// Block tables are the plan's, num_entries table entries per logical block
+// (model/kv_layout.h); slots come once per entry: each layer reads those of
+// its entry.
 struct ForwardBatch {
-  std::vector<int32_t> token_ids;     // [num_tokens]
-  std::vector<int32_t> positions;     // [num_tokens]
-  std::vector<int32_t> slot_mapping;  // [num_tokens]
+  std::vector<int32_t> token_ids;  // [num_tokens]
+  std::vector<int32_t> positions;  // [num_tokens]
+  // [num_entries][num_tokens]
+  std::vector<int32_t> slot_mapping;
   std::vector<int32_t> query_start;   // [num_seqs + 1]
   std::vector<int32_t> context_lens;  // [num_seqs]
-  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], 0-padded
+  // [num_seqs, max_blocks_per_seq] table entries, 0-padded
+  std::vector<int32_t> block_tables;
   int32_t max_blocks_per_seq = 0;
+  int32_t num_entries = 1;
   std::vector<int32_t> logit_rows;  // token rows whose logits are wanted
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }
+  const int32_t* SlotMapping(int32_t entry) const {
+    return slot_mapping.data() + static_cast<size_t>(entry) * num_tokens();
+  }
   void Clear();
 };
 
-// The per-layer K and V pools: [num_blocks, kv_heads, block_size, head_dim]
-// each, on pages committed as blocks are first written (base/zero_pages.h).
+// The K and V pools, one per buffer of model/kv_layout.h (one per layer
+// without sliding layers): [num_blocks, kv_heads, block_size, head_dim] each,
+// on pages committed as blocks are first written (base/zero_pages.h).
 struct KvPool {
   int32_t num_blocks = 0;
   int32_t block_size = 0;
-  std::vector<ZeroPages<float>> k;  // [layer]
-  std::vector<ZeroPages<float>> v;  // [layer]
+  std::vector<ZeroPages<float>> k;  // [buffer]
+  std::vector<ZeroPages<float>> v;  // [buffer]
 
-  // num_layers pools of layer_elems floats each, reading as zeros.
-  void Allocate(int32_t num_layers, size_t layer_elems) {
+  // num_buffers pools of layer_elems floats each, reading as zeros.
+  void Allocate(int32_t num_buffers, size_t layer_elems) {
     k.clear();
     v.clear();
-    for (int32_t l = 0; l < num_layers; ++l) {
+    for (int32_t l = 0; l < num_buffers; ++l) {
       k.emplace_back(layer_elems);
       v.emplace_back(layer_elems);
     }
@@ -63,7 +75,17 @@ class LlamaForward {
       absl::FunctionRef<void()> on_layer = [] {});
 
  private:
-  void Layer(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);
+  // residual_ = the scaled embedding rows of the batch's tokens.
+  void Embed(const ForwardBatch& batch, kernels::ParallelFor& pool);
+  // One decoder layer over normed input from residual_ (plus prev_out, the
+  // last layer's output, added in first; null for layer 0). Returns this
+  // layer's output, which the next layer (or the final norm) adds in.
+  const float* Layer(int32_t index, const float* prev_out, const ForwardBatch& batch, KvPool& kv,
+                     kernels::ParallelFor& pool);
+  // normed_ -> qkv (q/k normed) -> RoPE and KV write -> attention into attn_.
+  void Attention(int32_t index, const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool);
+  // proj_, or with a sandwich norm's weight proj_ normed into post_normed_.
+  const float* PostNorm(const std::vector<float>& weight, int32_t t, kernels::ParallelFor& pool);
 
   // y[m, w.n] = x[m, w.k] W^T (+ bias).
   void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
@@ -72,9 +94,11 @@ class LlamaForward {
   const ModelConfig& config_;
   const LlamaWeights& weights_;
   const bool int8_prefill_;
+  const ModelKvLayout kv_layout_;
   std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_local_;  // of the sliding-window layers
   // Activations, [num_tokens, width], reused across steps.
-  std::vector<float> residual_, normed_, qkv_, attn_, proj_, gate_up_, act_;
+  std::vector<float> residual_, normed_, qkv_, attn_, proj_, post_normed_, gate_up_, act_;
   std::vector<float> partial_out_, partial_max_, partial_sum_;
   std::vector<float> final_x_, final_residual_, final_normed_;
 };

@@ -48,8 +48,7 @@ absl::Status ValidateWeights(ModelConfig& c, const WeightStore& w) {
   if (!c.tie_word_embeddings) expected.push_back({"lm_head.weight", {v, h}});
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
-    expected.push_back({p + "input_layernorm.weight", {h}});
-    expected.push_back({p + "post_attention_layernorm.weight", {h}});
+    for (const auto& [name, size] : LayerNormWeights(c)) expected.push_back({p + name, {size}});
     expected.push_back({p + "self_attn.q_proj.weight", {q, h}});
     expected.push_back({p + "self_attn.k_proj.weight", {kv, h}});
     expected.push_back({p + "self_attn.v_proj.weight", {kv, h}});

@@ -1,6 +1,7 @@
 #include "model/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/check.h"
 #include "base/status_macros.h"
@@ -8,8 +9,9 @@
 namespace loom {
 
 absl::StatusOr<std::vector<SampledToken>> Sampler::Sample(
-    const std::vector<const ScheduledSeq*>& seqs, std::vector<float>& logits,
-    const SamplingRowLimits& limits, kernels::ParallelFor& pool) {
+    const std::vector<const ScheduledSeq*>& seqs, const std::vector<const uint32_t*>& masks,
+    int32_t mask_words, std::vector<float>& logits, const SamplingRowLimits& limits,
+    kernels::ParallelFor& pool) {
   const int32_t n = static_cast<int32_t>(seqs.size());
   const int32_t vocab_size = limits.vocab_size;
   LOOM_CHECK_EQ(logits.size(), static_cast<size_t>(n) * vocab_size);
@@ -20,6 +22,10 @@ absl::StatusOr<std::vector<SampledToken>> Sampler::Sample(
   for (int32_t i = 0; i < n; ++i) {
     LOOM_ASSIGN_OR_RETURN(rows_[i],
                           MakeSamplingRow(*seqs[i], limits, bias_ids_[i], bias_values_[i]));
+    if (!masks.empty() && masks[i] != nullptr) {
+      rows_[i].allowed_tokens = masks[i];
+      rows_[i].allowed_words = mask_words;
+    }
     max_top = std::max(max_top, rows_[i].num_logprobs);
   }
   token_ids_.resize(n);
@@ -46,6 +52,8 @@ absl::StatusOr<std::vector<SampledToken>> Sampler::Sample(
     out[i].logprob = logprobs_[i];
     for (int32_t k = 0; k < rows_[i].num_logprobs; ++k) {
       const size_t at = static_cast<size_t>(i) * max_top + k;
+      // Masked-out tokens (-inf) are not alternatives.
+      if (std::isinf(top_logprobs_[at]) && top_logprobs_[at] < 0) break;
       out[i].top.push_back({top_ids_[at], top_logprobs_[at]});
     }
   }

@@ -17,10 +17,14 @@ namespace loom {
 
 class Sampler {
  public:
-  // seqs[i] owns row i of logits ([seqs.size(), vocab_size], overwritten).
-  // INVALID_ARGUMENT when a row's logit_bias breaks `limits` (MakeSamplingRow).
+  // seqs[i] owns row i of logits ([seqs.size(), vocab_size], overwritten)
+  // and draws only tokens of masks[i] (TokenMasks::RowOf, mask_words words;
+  // null: any token); masks is empty when no row is constrained. Top
+  // logprobs list allowed tokens only. INVALID_ARGUMENT when a row's
+  // logit_bias breaks `limits` (MakeSamplingRow).
   absl::StatusOr<std::vector<SampledToken>> Sample(const std::vector<const ScheduledSeq*>& seqs,
-                                                   std::vector<float>& logits,
+                                                   const std::vector<const uint32_t*>& masks,
+                                                   int32_t mask_words, std::vector<float>& logits,
                                                    const SamplingRowLimits& limits,
                                                    kernels::ParallelFor& pool);
 

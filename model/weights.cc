@@ -7,57 +7,65 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "formats/gguf_quant.h"
 
 namespace loom {
 
+std::optional<kernels::cpu::QuantType> QuantTypeOf(DType dtype) {
+  using kernels::cpu::QuantType;
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return std::nullopt;
+    case DType::kQ8_0:
+      return QuantType::kQ8_0;
+    case DType::kQ4_0:
+      return QuantType::kQ4_0;
+    case DType::kQ4_1:
+      return QuantType::kQ4_1;
+    case DType::kQ5_0:
+      return QuantType::kQ5_0;
+    case DType::kQ5_1:
+      return QuantType::kQ5_1;
+    case DType::kQ2_K:
+      return QuantType::kQ2_K;
+    case DType::kQ3_K:
+      return QuantType::kQ3_K;
+    case DType::kQ4_K:
+      return QuantType::kQ4_K;
+    case DType::kQ5_K:
+      return QuantType::kQ5_K;
+    case DType::kQ6_K:
+      return QuantType::kQ6_K;
+  }
+  return std::nullopt;
+}
+
 const char* DTypeName(DType dtype) {
+  if (std::optional<kernels::cpu::QuantType> q = QuantTypeOf(dtype)) {
+    return kernels::cpu::QuantTypeName(*q);
+  }
   switch (dtype) {
     case DType::kF32:
       return "float32";
     case DType::kF16:
       return "float16";
-    case DType::kBF16:
-      return "bfloat16";
-    case DType::kQ8_0:
-      return "q8_0";
-    case DType::kQ4_0:
-      return "q4_0";
-    case DType::kQ4_1:
-      return "q4_1";
+    default:
+      break;
   }
-  return "unknown";
+  return "bfloat16";
 }
 
 int64_t DTypeBlockValues(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return 1;
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-      return kQuantBlock;
-  }
-  return 1;
+  std::optional<kernels::cpu::QuantType> q = QuantTypeOf(dtype);
+  return q ? kernels::cpu::QuantBlockValues(*q) : 1;
 }
 
 int64_t DTypeBlockBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-    case DType::kQ8_0:
-      return sizeof(BlockQ8_0);
-    case DType::kQ4_0:
-      return sizeof(BlockQ4_0);
-    case DType::kQ4_1:
-      return sizeof(BlockQ4_1);
+  if (std::optional<kernels::cpu::QuantType> q = QuantTypeOf(dtype)) {
+    return kernels::cpu::QuantBlockBytes(*q);
   }
-  return 0;
+  return dtype == DType::kF32 ? 4 : 2;
 }
 
 int64_t DTypeRowBytes(DType dtype, int64_t n) {
@@ -114,14 +122,10 @@ void WeightStore::RowsToFloat32(const Tensor& t, int64_t row_begin, int64_t row_
         out[i] = t.dtype == DType::kF16 ? HalfToFloat(v) : BFloat16ToFloat(v);
       }
       return;
-    case DType::kQ8_0:
-      DequantizeQ8_0({base, static_cast<size_t>(n / kQuantBlock * sizeof(BlockQ8_0))}, out);
-      return;
-    case DType::kQ4_0:
-      DequantizeQ4_0({base, static_cast<size_t>(n / kQuantBlock * sizeof(BlockQ4_0))}, out);
-      return;
-    case DType::kQ4_1:
-      DequantizeQ4_1({base, static_cast<size_t>(n / kQuantBlock * sizeof(BlockQ4_1))}, out);
+    default:
+      // The kernels' decoder, so that dequantized float32 weights have
+      // exactly the values the quantized matmul multiplies with.
+      kernels::cpu::DequantizeBlocks(*QuantTypeOf(t.dtype), base, n, out.data());
       return;
   }
 }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,14 +18,31 @@
 #include "absl/status/statusor.h"
 #include "base/float16.h"
 #include "formats/mapped_file.h"
+#include "kernels/cpu/matmul_quant.h"
 
 namespace loom {
 
-// Quantized types use ggml's block layouts (formats/gguf_quant.h): blocks of 32
-// values along a row (the input dimension).
-enum class DType { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1 };
+// Quantized types use ggml's block layouts (kernels/cpu/matmul_quant_blocks.h):
+// blocks of 32 values (256 for the K-quants) along a row (the input dimension).
+enum class DType {
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+};
 
 const char* DTypeName(DType dtype);
+// The block type of a quantized dtype; nullopt for F32, F16, BF16.
+std::optional<kernels::cpu::QuantType> QuantTypeOf(DType dtype);
 // Values per block (1 for float types) and bytes per block.
 int64_t DTypeBlockValues(DType dtype);
 int64_t DTypeBlockBytes(DType dtype);

@@ -6,18 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "nlohmann/json.hpp"
 #include "openai/json_fields.h"
 #include "openai/openai_error.h"
 #include "openai/request_fields.h"
+#include "openai/tool_fields.h"
 
 namespace loom::openai {
 namespace {
 
 // Text parts joined with newlines, as vLLM renders a multi-part message into
 // a template that expects one string.
-absl::StatusOr<std::string> ReadContent(const nlohmann::json& message, const std::string& field) {
-  const nlohmann::json* content = FindField(message, "content");
+absl::StatusOr<std::string> ReadContent(const Json& message, const std::string& field) {
+  const Json* content = FindField(message, "content");
   if (content == nullptr) return std::string();  // an assistant turn may have none
   if (content->is_string()) return content->get<std::string>();
   if (!content->is_array()) {
@@ -25,17 +25,17 @@ absl::StatusOr<std::string> ReadContent(const nlohmann::json& message, const std
   }
   std::string text;
   for (size_t i = 0; i < content->size(); ++i) {
-    const nlohmann::json& part = (*content)[i];
+    const Json& part = (*content)[i];
     const std::string part_field = absl::StrCat(field, ".content[", i, "]");
     if (!part.is_object()) return TypeError(part_field, "an object");
-    const nlohmann::json* type = FindField(part, "type");
+    const Json* type = FindField(part, "type");
     if (type == nullptr || !type->is_string() || type->get_ref<const std::string&>() != "text") {
       return InvalidParam(part_field + ".type",
                           absl::StrCat(part_field,
                                        ".type must be \"text\" (the only content "
                                        "part type supported)"));
     }
-    const nlohmann::json* part_text = FindField(part, "text");
+    const Json* part_text = FindField(part, "text");
     if (part_text == nullptr || !part_text->is_string()) {
       return TypeError(part_field + ".text", "a string");
     }
@@ -45,26 +45,28 @@ absl::StatusOr<std::string> ReadContent(const nlohmann::json& message, const std
   return text;
 }
 
-absl::StatusOr<v1::ChatMessages> ReadMessages(const nlohmann::json& body) {
-  const nlohmann::json* messages = FindField(body, "messages");
+absl::StatusOr<v1::ChatMessages> ReadMessages(const Json& body) {
+  const Json* messages = FindField(body, "messages");
   if (messages == nullptr) return InvalidParam("messages", "messages is required");
   if (!messages->is_array()) return TypeError("messages", "an array of messages");
   v1::ChatMessages out;
   for (size_t i = 0; i < messages->size(); ++i) {
-    const nlohmann::json& message = (*messages)[i];
+    const Json& message = (*messages)[i];
     const std::string field = absl::StrCat("messages[", i, "]");
     if (!message.is_object()) return TypeError(field, "an object");
-    const nlohmann::json* role = FindField(message, "role");
+    const Json* role = FindField(message, "role");
     if (role == nullptr || !role->is_string()) return TypeError(field + ".role", "a string");
     v1::ChatMessage& turn = *out.add_messages();
     turn.set_role(role->get<std::string>());
     LOOM_ASSIGN_OR_RETURN(*turn.mutable_content(), ReadContent(message, field));
+    LOOM_RETURN_IF_ERROR(ReadMessageToolFields(message, field, &turn));
   }
+  LOOM_RETURN_IF_ERROR(ReadTools(body, &out));
   return out;
 }
 
 // logprobs is a bool here; top_logprobs (the alternatives) needs it set.
-absl::Status ReadLogprobs(const nlohmann::json& body, ChatRequest* parsed) {
+absl::Status ReadLogprobs(const Json& body, ChatRequest* parsed) {
   bool logprobs = false;
   LOOM_RETURN_IF_ERROR(ReadBool(body, "logprobs", [&](bool v) { logprobs = v; }));
   int32_t top = 0;
@@ -87,7 +89,7 @@ absl::Status ReadLogprobs(const nlohmann::json& body, ChatRequest* parsed) {
 }  // namespace
 
 absl::StatusOr<ChatRequest> ParseChatRequest(absl::string_view body) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseJsonObject(body));
+  LOOM_ASSIGN_OR_RETURN(const Json json, ParseJsonObject(body));
   ChatRequest parsed;
   LOOM_RETURN_IF_ERROR(ReadSharedFields(json, &parsed.request, &parsed.options));
   // max_completion_tokens replaces the deprecated max_tokens when both are given.

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "base/status_macros.h"
-#include "nlohmann/json.hpp"
 #include "openai/json_fields.h"
 #include "openai/openai_error.h"
 #include "openai/request_fields.h"
@@ -16,9 +15,9 @@ namespace {
 constexpr absl::string_view kPromptShape =
     "a string, an array of strings, an array of token ids or an array of token-id arrays";
 
-absl::StatusOr<v1::TokenIds> ReadTokenIds(const nlohmann::json& array) {
+absl::StatusOr<v1::TokenIds> ReadTokenIds(const Json& array) {
   v1::TokenIds ids;
-  for (const nlohmann::json& id : array) {
+  for (const Json& id : array) {
     LOOM_ASSIGN_OR_RETURN(const int64_t v,
                           AsInteger(id, "prompt", std::numeric_limits<int32_t>::min(),
                                     std::numeric_limits<int32_t>::max()));
@@ -28,8 +27,8 @@ absl::StatusOr<v1::TokenIds> ReadTokenIds(const nlohmann::json& array) {
 }
 
 // One GenerateRequest input per prompt; the shape is decided by the first element.
-absl::StatusOr<std::vector<v1::GenerateRequest>> ReadPrompts(const nlohmann::json& body) {
-  const nlohmann::json* prompt = FindField(body, "prompt");
+absl::StatusOr<std::vector<v1::GenerateRequest>> ReadPrompts(const Json& body) {
+  const Json* prompt = FindField(body, "prompt");
   if (prompt == nullptr) return InvalidParam("prompt", "prompt is required");
   std::vector<v1::GenerateRequest> prompts;
   if (prompt->is_string()) {
@@ -43,7 +42,7 @@ absl::StatusOr<std::vector<v1::GenerateRequest>> ReadPrompts(const nlohmann::jso
     return prompts;
   }
   const bool strings = prompt->front().is_string();
-  for (const nlohmann::json& item : *prompt) {
+  for (const Json& item : *prompt) {
     if (strings && item.is_string()) {
       prompts.emplace_back().set_prompt(item.get<std::string>());
     } else if (!strings && item.is_array()) {
@@ -58,7 +57,7 @@ absl::StatusOr<std::vector<v1::GenerateRequest>> ReadPrompts(const nlohmann::jso
 }  // namespace
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseJsonObject(body));
+  LOOM_ASSIGN_OR_RETURN(const Json json, ParseJsonObject(body));
   CompletionRequest parsed;
   v1::GenerateRequest shared;
   LOOM_RETURN_IF_ERROR(ReadSharedFields(json, &shared, &parsed.options));

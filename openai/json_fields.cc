@@ -35,18 +35,18 @@ bool NestedAtMost(absl::string_view text, int max_depth) {
 
 }  // namespace
 
-const nlohmann::json* FindField(const nlohmann::json& object, absl::string_view name) {
+const Json* FindField(const Json& object, absl::string_view name) {
   const auto it = object.find(std::string(name));
   if (it == object.end() || it->is_null()) return nullptr;
   return &*it;
 }
 
-absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view body) {
+absl::StatusOr<Json> ParseJsonObject(absl::string_view body) {
   if (!NestedAtMost(body, kMaxJsonDepth)) {
     return InvalidParam(
         "", absl::StrCat("request body is nested deeper than ", kMaxJsonDepth, " levels"));
   }
-  nlohmann::json json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  Json json = ParseOrderedJson(body);
   if (json.is_discarded()) return InvalidParam("", "request body is not valid JSON");
   if (!json.is_object()) return InvalidParam("", "request body must be a JSON object");
   return json;
@@ -56,7 +56,7 @@ absl::Status TypeError(absl::string_view name, absl::string_view expected) {
   return InvalidParam(name, absl::StrCat(name, " must be ", expected));
 }
 
-absl::StatusOr<int64_t> AsInteger(const nlohmann::json& value, absl::string_view name, int64_t lo,
+absl::StatusOr<int64_t> AsInteger(const Json& value, absl::string_view name, int64_t lo,
                                   int64_t hi) {
   auto out_of_type = [&] {
     return TypeError(name, absl::StrCat("an integer in [", lo, ", ", hi, "]"));
@@ -84,7 +84,7 @@ absl::StatusOr<int64_t> AsInteger(const nlohmann::json& value, absl::string_view
   return TypeError(name, "an integer");
 }
 
-absl::StatusOr<float> AsFloat(const nlohmann::json& value, absl::string_view name) {
+absl::StatusOr<float> AsFloat(const Json& value, absl::string_view name) {
   if (!value.is_number()) return TypeError(name, "a number");
   const double d = value.get<double>();
   constexpr double kMax = std::numeric_limits<float>::max();

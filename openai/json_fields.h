@@ -11,28 +11,28 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "nlohmann/json.hpp"
+#include "openai/ordered_json.h"
 
 namespace loom::openai {
 
 // The field, or nullptr when it is absent or null.
-const nlohmann::json* FindField(const nlohmann::json& object, absl::string_view name);
+const Json* FindField(const Json& object, absl::string_view name);
 
 // The parsed body when it is a JSON object nested at most kMaxJsonDepth deep.
 inline constexpr int kMaxJsonDepth = 64;
-absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view body);
+absl::StatusOr<Json> ParseJsonObject(absl::string_view body);
 
 // value as an integer in [lo, hi]: JSON integers, and floats with an integral
 // value (as OpenAI's own server accepts 5.0 for 5).
-absl::StatusOr<int64_t> AsInteger(const nlohmann::json& value, absl::string_view name, int64_t lo,
+absl::StatusOr<int64_t> AsInteger(const Json& value, absl::string_view name, int64_t lo,
                                   int64_t hi);
 // value as a float; magnitudes beyond float's range become +-inf for the
 // validator to reject.
-absl::StatusOr<float> AsFloat(const nlohmann::json& value, absl::string_view name);
+absl::StatusOr<float> AsFloat(const Json& value, absl::string_view name);
 
 template <typename Set>
-absl::Status ReadFloat(const nlohmann::json& object, absl::string_view name, Set set) {
-  const nlohmann::json* value = FindField(object, name);
+absl::Status ReadFloat(const Json& object, absl::string_view name, Set set) {
+  const Json* value = FindField(object, name);
   if (value == nullptr) return absl::OkStatus();
   absl::StatusOr<float> number = AsFloat(*value, name);
   if (!number.ok()) return number.status();
@@ -41,9 +41,9 @@ absl::Status ReadFloat(const nlohmann::json& object, absl::string_view name, Set
 }
 
 template <typename Set>
-absl::Status ReadInteger(const nlohmann::json& object, absl::string_view name, int64_t lo,
-                         int64_t hi, Set set) {
-  const nlohmann::json* value = FindField(object, name);
+absl::Status ReadInteger(const Json& object, absl::string_view name, int64_t lo, int64_t hi,
+                         Set set) {
+  const Json* value = FindField(object, name);
   if (value == nullptr) return absl::OkStatus();
   absl::StatusOr<int64_t> number = AsInteger(*value, name, lo, hi);
   if (!number.ok()) return number.status();
@@ -54,8 +54,8 @@ absl::Status ReadInteger(const nlohmann::json& object, absl::string_view name, i
 absl::Status TypeError(absl::string_view name, absl::string_view expected);
 
 template <typename Set>
-absl::Status ReadBool(const nlohmann::json& object, absl::string_view name, Set set) {
-  const nlohmann::json* value = FindField(object, name);
+absl::Status ReadBool(const Json& object, absl::string_view name, Set set) {
+  const Json* value = FindField(object, name);
   if (value == nullptr) return absl::OkStatus();
   if (!value->is_boolean()) return TypeError(name, "a boolean");
   set(value->get<bool>());
@@ -63,8 +63,8 @@ absl::Status ReadBool(const nlohmann::json& object, absl::string_view name, Set 
 }
 
 template <typename Set>
-absl::Status ReadString(const nlohmann::json& object, absl::string_view name, Set set) {
-  const nlohmann::json* value = FindField(object, name);
+absl::Status ReadString(const Json& object, absl::string_view name, Set set) {
+  const Json* value = FindField(object, name);
   if (value == nullptr) return absl::OkStatus();
   if (!value->is_string()) return TypeError(name, "a string");
   set(value->get_ref<const std::string&>());

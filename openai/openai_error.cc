@@ -23,8 +23,21 @@ struct PathRewrite {
 constexpr PathRewrite kLeadingRewrites[] = {
     {"prompt_token_ids.ids", "prompt"},
     {"messages.messages", "messages"},
+    {"messages.tool_choice_function", "tool_choice"},
+    {"messages.tool_choice", "tool_choice"},
+    {"messages.tools", "tools"},
     {"truncate", "truncate_prompt_tokens"},
 };
+
+// "tools[2].parameters" -> "tools[2].function.parameters": a tool's fields
+// sit under "function" in OpenAI's request.
+std::string ToolFunctionPath(std::string message) {
+  if (!absl::StartsWith(message, "tools[")) return message;
+  const size_t close = message.find("].");
+  if (close == std::string::npos) return message;
+  message.insert(close + 2, "function.");
+  return message;
+}
 
 // The parameter a message's leading path names: "stop[3]" -> "stop",
 // "logit_bias key" -> "logit_bias".
@@ -36,8 +49,8 @@ std::string ParamOf(absl::string_view message) {
 }
 
 // Rewrites the proto paths of a validator message to OpenAI names: the
-// leading one, and any sampling./stopping. path it mentions later ("min_tokens
-// must be in [0, stopping.max_tokens]").
+// leading one, and any sampling./stopping./tool path it mentions later
+// ("min_tokens must be in [0, stopping.max_tokens]").
 std::string RewriteMessage(absl::string_view message, Endpoint endpoint) {
   std::string rewritten(message);
   for (const PathRewrite& rewrite : kLeadingRewrites) {
@@ -49,7 +62,12 @@ std::string RewriteMessage(absl::string_view message, Endpoint endpoint) {
   if (endpoint == Endpoint::kChatCompletions && absl::StartsWith(message, "logprobs ")) {
     rewritten = absl::StrCat("top_logprobs", message.substr(8));
   }
-  return absl::StrReplaceAll(rewritten, {{"sampling.", ""}, {"stopping.", ""}});
+  return absl::StrReplaceAll(ToolFunctionPath(std::move(rewritten)),
+                             {{"sampling.", ""},
+                              {"stopping.", ""},
+                              {"messages.tool_choice_function", "tool_choice"},
+                              {"messages.tool_choice", "tool_choice"},
+                              {"messages.tools", "tools"}});
 }
 
 OpenAiError InvalidRequest(const absl::Status& status, Endpoint endpoint) {

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "openai/json_fields.h"
 #include "openai/openai_error.h"
+#include "openai/structured_output.h"
 
 namespace loom::openai {
 namespace {
@@ -17,8 +18,7 @@ constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kUint32Max = std::numeric_limits<uint32_t>::max();
 
-absl::Status ReadSampling(const nlohmann::json& body, v1::SamplingParams* s,
-                          OpenAiOptions* options) {
+absl::Status ReadSampling(const Json& body, v1::SamplingParams* s, OpenAiOptions* options) {
   LOOM_RETURN_IF_ERROR(ReadFloat(body, "temperature", [&](float v) { s->set_temperature(v); }));
   LOOM_RETURN_IF_ERROR(ReadFloat(body, "top_p", [&](float v) { s->set_top_p(v); }));
   LOOM_RETURN_IF_ERROR(ReadFloat(body, "min_p", [&](float v) { s->set_min_p(v); }));
@@ -40,7 +40,7 @@ absl::Status ReadSampling(const nlohmann::json& body, v1::SamplingParams* s,
     s->set_n(static_cast<int32_t>(v));
     options->n = static_cast<int32_t>(v);
   }));
-  const nlohmann::json* bias = FindField(body, "logit_bias");
+  const Json* bias = FindField(body, "logit_bias");
   if (bias == nullptr) return absl::OkStatus();
   if (!bias->is_object()) return TypeError("logit_bias", "an object of token id -> bias");
   for (const auto& [key, value] : bias->items()) {
@@ -55,22 +55,22 @@ absl::Status ReadSampling(const nlohmann::json& body, v1::SamplingParams* s,
   return absl::OkStatus();
 }
 
-absl::Status ReadStop(const nlohmann::json& body, v1::StoppingCriteria* s) {
-  const nlohmann::json* stop = FindField(body, "stop");
+absl::Status ReadStop(const Json& body, v1::StoppingCriteria* s) {
+  const Json* stop = FindField(body, "stop");
   if (stop == nullptr) return absl::OkStatus();
   if (stop->is_string()) {
     s->add_stop(stop->get<std::string>());
     return absl::OkStatus();
   }
   if (!stop->is_array()) return TypeError("stop", "a string or an array of strings");
-  for (const nlohmann::json& item : *stop) {
+  for (const Json& item : *stop) {
     if (!item.is_string()) return TypeError("stop", "a string or an array of strings");
     s->add_stop(item.get<std::string>());
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadStopping(const nlohmann::json& body, v1::StoppingCriteria* s) {
+absl::Status ReadStopping(const Json& body, v1::StoppingCriteria* s) {
   LOOM_RETURN_IF_ERROR(ReadInteger(body, "max_tokens", 0, kUint32Max, [&](int64_t v) {
     s->set_max_tokens(static_cast<uint32_t>(v));
   }));
@@ -81,32 +81,32 @@ absl::Status ReadStopping(const nlohmann::json& body, v1::StoppingCriteria* s) {
   LOOM_RETURN_IF_ERROR(ReadBool(body, "ignore_eos", [&](bool v) { s->set_ignore_eos(v); }));
   LOOM_RETURN_IF_ERROR(ReadBool(body, "include_stop_str_in_output",
                                 [&](bool v) { s->set_include_stop_str_in_output(v); }));
-  const nlohmann::json* ids = FindField(body, "stop_token_ids");
+  const Json* ids = FindField(body, "stop_token_ids");
   if (ids == nullptr) return absl::OkStatus();
   if (!ids->is_array()) return TypeError("stop_token_ids", "an array of token ids");
-  for (const nlohmann::json& id : *ids) {
+  for (const Json& id : *ids) {
     LOOM_ASSIGN_OR_RETURN(const int64_t v, AsInteger(id, "stop_token_ids", kInt32Min, kInt32Max));
     s->add_stop_token_ids(static_cast<int32_t>(v));
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadStreamOptions(const nlohmann::json& body, OpenAiOptions* options) {
+absl::Status ReadStreamOptions(const Json& body, OpenAiOptions* options) {
   LOOM_RETURN_IF_ERROR(ReadBool(body, "stream", [&](bool v) { options->stream = v; }));
-  const nlohmann::json* stream_options = FindField(body, "stream_options");
+  const Json* stream_options = FindField(body, "stream_options");
   if (stream_options == nullptr) return absl::OkStatus();
   if (!stream_options->is_object()) return TypeError("stream_options", "an object");
   if (!options->stream) {
     return InvalidParam("stream_options", "stream_options is only allowed when stream is true");
   }
-  const nlohmann::json* include_usage = FindField(*stream_options, "include_usage");
+  const Json* include_usage = FindField(*stream_options, "include_usage");
   if (include_usage == nullptr) return absl::OkStatus();
   if (!include_usage->is_boolean()) return TypeError("stream_options.include_usage", "a boolean");
   options->include_usage = include_usage->get<bool>();
   return absl::OkStatus();
 }
 
-absl::Status ReadEngineFields(const nlohmann::json& body, v1::GenerateRequest* request,
+absl::Status ReadEngineFields(const Json& body, v1::GenerateRequest* request,
                               OpenAiOptions* options) {
   LOOM_RETURN_IF_ERROR(ReadInteger(body, "priority", kInt32Min, kInt32Max, [&](int64_t v) {
     request->set_priority(static_cast<int32_t>(v));
@@ -129,7 +129,7 @@ absl::Status ReadEngineFields(const nlohmann::json& body, v1::GenerateRequest* r
 
 }  // namespace
 
-absl::Status ReadSharedFields(const nlohmann::json& body, v1::GenerateRequest* request,
+absl::Status ReadSharedFields(const Json& body, v1::GenerateRequest* request,
                               OpenAiOptions* options) {
   LOOM_RETURN_IF_ERROR(
       ReadString(body, "model", [&](const std::string& v) { options->model = v; }));
@@ -137,6 +137,7 @@ absl::Status ReadSharedFields(const nlohmann::json& body, v1::GenerateRequest* r
   LOOM_RETURN_IF_ERROR(ReadSampling(body, request->mutable_sampling(), options));
   LOOM_RETURN_IF_ERROR(ReadStopping(body, request->mutable_stopping()));
   LOOM_RETURN_IF_ERROR(ReadStreamOptions(body, options));
+  LOOM_RETURN_IF_ERROR(ReadStructuredOutput(body, request, options));
   return ReadEngineFields(body, request, options);
 }
 

@@ -4,13 +4,13 @@
 
 #include "absl/status/status.h"
 #include "loom/v1/generation.pb.h"
-#include "nlohmann/json.hpp"
+#include "openai/ordered_json.h"
 #include "openai/request_options.h"
 
 namespace loom::openai {
 
 // Reads the shared fields of `body` into `request` and `options`.
-absl::Status ReadSharedFields(const nlohmann::json& body, v1::GenerateRequest* request,
+absl::Status ReadSharedFields(const Json& body, v1::GenerateRequest* request,
                               OpenAiOptions* options);
 
 }  // namespace loom::openai

@@ -28,6 +28,10 @@ struct OpenAiOptions {
   std::optional<int32_t> truncate_prompt_tokens;
   // vLLM's prompt_logprobs: render the choice's prompt_logprobs field.
   std::optional<int32_t> prompt_logprobs;
+  // The OpenAI field that set the request's constraint
+  // ("response_format.json_schema.schema", "structured_outputs.regex", ...),
+  // which the constraint's errors are renamed to; empty when none did.
+  std::string constraint_field;
 };
 
 }  // namespace loom::openai

@@ -13,7 +13,7 @@
 namespace loom::openai {
 
 absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(absl::string_view body) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseJsonObject(body));
+  LOOM_ASSIGN_OR_RETURN(const Json json, ParseJsonObject(body));
   TokenizeRequest parsed;
   LOOM_RETURN_IF_ERROR(ReadString(json, "model", [&](const std::string& v) { parsed.model = v; }));
   LOOM_RETURN_IF_ERROR(ReadBool(json, "add_special_tokens",
@@ -47,10 +47,10 @@ std::string RenderTokenizeResponse(std::span<const int32_t> ids,
 }
 
 absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(absl::string_view body) {
-  LOOM_ASSIGN_OR_RETURN(const nlohmann::json json, ParseJsonObject(body));
+  LOOM_ASSIGN_OR_RETURN(const Json json, ParseJsonObject(body));
   DetokenizeRequest parsed;
   LOOM_RETURN_IF_ERROR(ReadString(json, "model", [&](const std::string& v) { parsed.model = v; }));
-  const nlohmann::json* tokens = FindField(json, "tokens");
+  const Json* tokens = FindField(json, "tokens");
   if (tokens == nullptr) return InvalidParam("tokens", "tokens is required");
   if (!tokens->is_array()) return TypeError("tokens", "an array of token ids");
   for (size_t i = 0; i < tokens->size(); ++i) {

@@ -16,6 +16,7 @@
 #include "cache/kv_cache_manager.h"
 #include "scheduler/seq_arena.h"
 #include "scheduler/stop_checker.h"
+#include "types/constraint.h"
 #include "types/request_params.h"
 #include "types/sampling_params.h"
 
@@ -78,6 +79,7 @@ struct alignas(64) Sequence {
   // The request's StopBounds, flattened to fit this line.
   bool ignore_eos = false;
   bool has_stop_token_ids = false;  // stop_token_ids is not empty
+  bool has_constraint = false;      // matcher is set
   int32_t min_stop_len = 0;
   int32_t max_len = 0;
 
@@ -89,13 +91,19 @@ struct alignas(64) Sequence {
   Request* request = nullptr;
   SeqKey key;
   SamplingParams sampling;  // with this sample's seed
+  // Where this sample is in the request's structured-output constraint,
+  // after its generated tokens; null when unconstrained.
+  std::unique_ptr<ConstraintMatcher> matcher;
 
   [[nodiscard]] RequestHandle handle() const {
     return static_cast<RequestHandle>(seq_id / kMaxSamplesPerRequest);
   }
   [[nodiscard]] int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   [[nodiscard]] int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
-  [[nodiscard]] int32_t num_blocks_held() const { return static_cast<int32_t>(block_table.size()); }
+  // Block table entries: pool blocks, or null ones a sliding window has left.
+  [[nodiscard]] int32_t num_table_entries() const {
+    return static_cast<int32_t>(block_table.size());
+  }
   [[nodiscard]] StopBounds stop_bounds() const {
     return StopBounds{.min_stop_len = min_stop_len, .max_len = max_len, .ignore_eos = ignore_eos};
   }
@@ -132,6 +140,7 @@ struct Request {
   // RequestParams::prompt_logprobs: when >= 0 every prompt position is
   // computed (no prefix-cache hit) and scored by the executor.
   int32_t num_prompt_logprobs = -1;
+  std::shared_ptr<const TokenConstraint> constraint;  // null: unconstrained
   absl::Time deadline = absl::InfiniteFuture();
   // Longest the sequences may grow: min(prompt + max_tokens, max_model_len).
   int32_t max_seq_len = 0;

@@ -15,9 +15,19 @@ namespace {
 // would dominate the step.
 constexpr size_t kPrefetchDistance = 8;
 
-int32_t CapModelLen(int32_t max_model_len, int32_t num_blocks, int32_t block_size) {
-  return static_cast<int32_t>(
-      std::min<int64_t>(max_model_len, static_cast<int64_t>(num_blocks) * block_size));
+// The longest sequence whose blocks the pool holds, at most max_model_len.
+int32_t CapModelLen(int32_t max_model_len, int32_t num_blocks, const KvCacheManager& cache,
+                    int32_t max_chunk_tokens) {
+  int32_t lo = 0, hi = max_model_len;  // lo fits
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (cache.groups().MaxBlocksHeld(mid, max_chunk_tokens) <= num_blocks) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
 }
 
 }  // namespace
@@ -27,8 +37,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* cache)
       cache_(cache),
       block_size_(cache->block_size()),
       block_mask_(std::has_single_bit(static_cast<uint32_t>(block_size_)) ? block_size_ - 1 : -1),
+      stride_(cache->groups().stride()),
       num_usable_blocks_(cache->Stats().num_blocks),
-      max_model_len_(CapModelLen(config.max_model_len, num_usable_blocks_, block_size_)) {
+      max_model_len_(CapModelLen(config.max_model_len, num_usable_blocks_, *cache,
+                                 config.max_num_batched_tokens)) {
   LOOM_CHECK(config_.max_model_len > 0) << "max_model_len is required";
   LOOM_CHECK(config_.max_num_seqs > 0);
   // Every running decode must fit in one step next to the oldest prefill
@@ -59,8 +71,41 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   if (!preempted) {
     AdmitWaiting(now, budget, num_prefills, plan);
   }
+  FillTokenMasks(plan);
   in_flight_ = true;
   return plan;
+}
+
+void Scheduler::FillTokenMasks(StepPlan& plan) const {
+  if (num_constrained_requests_ == 0) {
+    return;
+  }
+  TokenMasks& masks = plan.token_masks;
+  int32_t num_rows = 0;
+  for (size_t i = 0; i < scheduled_.size(); ++i) {
+    const Sequence& seq = *scheduled_[i].seq;
+    if (!scheduled_[i].sample || !seq.has_constraint) {
+      continue;
+    }
+    if (masks.row_of_seq.empty()) {
+      masks.row_of_seq.assign(plan.seqs.size(), -1);
+      masks.words_per_row = TokenBitmaskWords(seq.request->constraint->vocab_size());
+    }
+    masks.row_of_seq[i] = num_rows++;
+  }
+  masks.bits.assign(static_cast<size_t>(num_rows) * masks.words_per_row, 0u);
+  for (size_t i = 0; i < masks.row_of_seq.size(); ++i) {
+    const int32_t row = masks.row_of_seq[i];
+    if (row < 0) {
+      continue;
+    }
+    // A mask that allows nothing (the vocabulary cannot spell what must come
+    // next) leaves the row empty; ApplySampled ends the sample on whatever
+    // the executor draws for it.
+    const std::span<uint32_t> bits(
+        masks.bits.data() + static_cast<size_t>(row) * masks.words_per_row, masks.words_per_row);
+    (void)scheduled_[i].seq->matcher->FillNextTokenBitmask(bits);
+  }
 }
 
 bool Scheduler::ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan& plan) {
@@ -79,13 +124,14 @@ bool Scheduler::ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan
       continue;
     }
     running_[kept++] = &seq;
-    const bool prefill = IsDecode(seq) == 0;
-    if (prefill && !HasPrefillSlot(num_prefills)) {
-      continue;  // a partial prefill waits for a slot; its blocks stay
-    }
+    const int32_t num_uncomputed = seq.num_uncomputed_tokens();
     const int32_t num_new = RunningChunk(seq, budget, pass.decodes_left);
     if (num_new <= 0) {
       continue;
+    }
+    const bool partial = num_new < num_uncomputed;
+    if (partial && !HasPrefillSlot(num_prefills)) {
+      continue;  // a partial prefill waits for a slot; its blocks stay
     }
     // Most decodes fit in the last block held and fill no block: for the
     // cache such a call has nothing to allocate and no full block to hash.
@@ -96,7 +142,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan
     }
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
-    num_prefills += prefill ? 1 : 0;
+    num_prefills += partial ? 1 : 0;
   }
   AllocateBatch(plan);
   // The sequences the budget did not reach keep their places.
@@ -126,8 +172,9 @@ bool Scheduler::AddToBatch(Sequence& seq, int32_t num_new_tokens, RunningPass& p
   if (!pass.batching) {
     return false;
   }
-  const int64_t num_needed =
-      std::max(0, BlocksFor(seq.num_computed_tokens + num_new_tokens) - seq.num_blocks_held());
+  // Pool blocks; the sliding pages the call releases only add to what is free.
+  const int64_t num_needed = std::max(
+      0, BlocksFor(seq.num_computed_tokens + num_new_tokens) * stride_ - seq.num_table_entries());
   if (pass.num_batch_blocks + num_needed > pass.num_free_blocks) {
     AllocateBatch(plan);
     pass.batching = false;
@@ -201,11 +248,11 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefi
     ComputedBlocks hit;
     if (seq.request->num_prompt_logprobs < 0) hit = cache_->GetComputedBlocks(req);
     const int32_t num_uncomputed = seq.num_tokens() - hit.num_computed_tokens;
-    const bool prefill = num_uncomputed > 1;
-    if (prefill && !HasPrefillSlot(num_prefills)) {
+    const int32_t num_new = ChunkSize(num_uncomputed, budget);
+    const bool partial = num_new < num_uncomputed;
+    if (partial && !HasPrefillSlot(num_prefills)) {
       break;
     }
-    const int32_t num_new = ChunkSize(num_uncomputed, budget);
     const std::optional<SlotAllocation> allocation = cache_->AllocateSlots(req, 0, num_new, &hit);
     if (!allocation.has_value()) {
       break;
@@ -214,7 +261,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefi
     StartRunning(seq, hit.num_computed_tokens, allocation->block_table, now);
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
-    num_prefills += prefill ? 1 : 0;
+    num_prefills += partial ? 1 : 0;
   }
   std::inplace_merge(running_.begin(), running_.begin() + static_cast<std::ptrdiff_t>(num_old),
                      running_.end(), KeyLess());
@@ -247,7 +294,7 @@ bool Scheduler::HasRoomToAdmit(const Sequence& seq) const {
   }
   return config_.admission != AdmissionPolicy::kReserve ||
          cache_->NumFreeBlocks() - num_reserved_blocks_ >=
-             static_cast<int64_t>(1 + num_pending) * BlocksFor(request.max_seq_len);
+             static_cast<int64_t>(1 + num_pending) * MaxBlocksFor(request.max_seq_len);
 }
 
 void Scheduler::StartRunning(Sequence& seq, int32_t num_cached_tokens,
@@ -386,6 +433,13 @@ void Scheduler::ApplyOutOfOrder(std::span<const SampledToken> sampled, UpdateOut
 }
 
 void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output) {
+  // Only a mask that allowed nothing (the vocabulary cannot spell what must
+  // come next) lets the executor draw a token the constraint rejects: the
+  // sample cannot go on, and the token is dropped.
+  if (seq.has_constraint && !seq.matcher->AcceptToken(sampled.token_id)) {
+    Stop(seq, FinishReason::kStop, "", /*completes_constraint=*/false, output);
+    return;
+  }
   // A sampling sequence has computed all its tokens: the new one makes it a
   // decode.
   seq.token_ids.PushBack(sampled.token_id, arena_);
@@ -398,6 +452,14 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
   if (!sampled.top.empty()) {
     token.top = sampled.top;
   }
+  if (seq.has_constraint && seq.matcher->IsTerminated()) {
+    // Nothing can follow: the sample ends here, and the token belongs to the
+    // output unless it is an EOS.
+    const bool eos =
+        std::ranges::find(config_.eos_token_ids, sampled.token_id) != config_.eos_token_ids.end();
+    Stop(seq, FinishReason::kStop, "", /*completes_constraint=*/!eos, output);
+    return;
+  }
   // Most tokens end nothing, which the record's first line shows.
   if (CannotStop(seq.num_tokens(), sampled.token_id, seq.stop_bounds(), seq.has_stop_token_ids,
                  config_.eos_token_ids)) {
@@ -408,28 +470,35 @@ void Scheduler::ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateO
   if (reason == FinishReason::kNone) {
     return;
   }
+  Stop(seq, reason, std::move(stop_reason), /*completes_constraint=*/false, output);
+}
+
+void Scheduler::Stop(Sequence& seq, FinishReason reason, std::string stop_reason,
+                     bool completes_constraint, UpdateOutput& output) {
   const Request& request = *seq.request;
   EndSeq(seq);
   output.finished.push_back(FinishedSeq{.handle = seq.key.handle,
                                         .index = seq.index,
                                         .reason = reason,
                                         .stop_reason = std::move(stop_reason),
-                                        .request_finished = request.num_unfinished == 0});
+                                        .request_finished = request.num_unfinished == 0,
+                                        .completes_constraint = completes_constraint});
 }
 
 void Scheduler::ForkSiblings(Request& request, std::vector<Sequence*>& forked) {
   ReleasePendingSlots(request);
   // The child recomputes at least the last prompt token to get its own logits,
-  // so it shares the full blocks before that token.
+  // so it shares the full blocks before that token (or none, when the parent
+  // has released sliding pages the child still reads).
   const int32_t num_shared_tokens = request.num_prompt_tokens - 1;
-  const int32_t num_shared_blocks = num_shared_tokens / block_size_;
   const Sequence& parent = *request.seqs[0];
   for (const SeqPtr& child : request.seqs) {
     if (child->state != SeqState::kPending) {
       continue;
     }
-    child->block_table = cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
-    child->num_computed_tokens = num_shared_blocks * block_size_;
+    const ForkedBlocks shared = cache_->Fork(parent.seq_id, child->seq_id, num_shared_tokens);
+    child->block_table = shared.block_table;
+    child->num_computed_tokens = shared.num_computed_tokens;
     child->state = SeqState::kRunning;
     ++num_running_;
     num_running_decodes_ += IsDecode(*child);
@@ -450,7 +519,10 @@ FinishReason Scheduler::CheckSeqStop(const Sequence& seq, std::string* stop_reas
 bool Scheduler::StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const {
   const int32_t computed = seq.num_computed_tokens;
   const int32_t offset = block_mask_ >= 0 ? (computed & block_mask_) : computed % block_size_;
-  return computed < seq.num_blocks_held() * block_size_ && offset + num_new_tokens < block_size_;
+  // Multiplied rather than divided by stride_: computed < logical blocks * block_size_.
+  return static_cast<int64_t>(computed) * stride_ <
+             static_cast<int64_t>(seq.num_table_entries()) * block_size_ &&
+         offset + num_new_tokens < block_size_;
 }
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {
@@ -459,6 +531,10 @@ int32_t Scheduler::BlocksFor(int32_t num_tokens) const {
 
 bool Scheduler::HasPrefillSlot(int32_t num_prefills) const {
   return config_.max_num_partial_prefills == 0 || num_prefills < config_.max_num_partial_prefills;
+}
+
+int64_t Scheduler::MaxBlocksFor(int32_t max_seq_len) const {
+  return cache_->groups().MaxBlocksHeld(max_seq_len, config_.max_num_batched_tokens);
 }
 
 int32_t Scheduler::ChunkSize(int32_t num_uncomputed, int32_t budget) const {

@@ -14,11 +14,13 @@
 // chunk per prefill (capped by long_prefill_token_threshold), so prefill chunks
 // and decodes share steps and a long prompt never stalls running decodes
 // (prefill chunks leave room for the decodes behind them). At most
-// max_num_partial_prefills sequences get a prefill chunk in a step, so the
-// prefill work a step adds to its decodes (and to their inter-token latency)
-// is bounded by threshold times that many tokens; prompts are then prefilled
-// a few at a time in key order, which finishes the first ones early instead of
-// all of them late.
+// max_num_partial_prefills sequences get a prefill chunk that leaves part of
+// their prompt for later steps, so long prompts are prefilled a few at a time
+// in key order, which finishes the first ones early instead of all of them
+// late, and the work a step adds to its decodes (and to their inter-token
+// latency) stays near threshold times that many tokens; a prompt whose rest
+// fits its chunk needs no slot, so a wave of short prompts still starts in one
+// step.
 //
 // Order and fairness. Sequences are ordered by a key (SeqKey): under FCFS the
 // submission order; under the priority policy arrival_time + priority *
@@ -98,6 +100,9 @@ struct FinishedSeq {
   FinishReason reason = FinishReason::kNone;  // kStop or kLength
   std::string stop_reason;                    // the stop token id; empty for EOS and length
   bool request_finished = false;              // no sample of the request is left
+  // The last token completed the sample's constraint and is part of the
+  // output (unlike a stop token, whose text is left out).
+  bool completes_constraint = false;
 };
 
 // A request scheduled for the first time in this step, for its usage figures.
@@ -137,8 +142,9 @@ class Scheduler {
   absl::StatusOr<RequestHandle> AddRequest(RequestParams params);
 
   // Drops the requests whose deadline <= now (see TakeExpired), then plans one
-  // step. Spans and pointers in the plan stay valid until Update is called;
-  // every Schedule must be followed by Update before the next Schedule.
+  // step, with the token masks of its constrained samples. Spans and
+  // pointers in the plan stay valid until Update is called; every Schedule
+  // must be followed by Update before the next Schedule.
   [[nodiscard]] StepPlan Schedule(absl::Time now);
 
   // Applies the executor's result for the plan of the last Schedule, which
@@ -187,14 +193,19 @@ class Scheduler {
   };
 
   [[nodiscard]] int32_t BlocksFor(int32_t num_tokens) const;
+  // The most pool blocks a sequence of max_seq_len tokens holds at once
+  // (every entry of a hybrid layout's logical blocks, bar the sliding pages a
+  // window has left).
+  [[nodiscard]] int64_t MaxBlocksFor(int32_t max_seq_len) const;
   // Whether num_new_tokens more tokens stay in the block (already held) that
   // the sequence's next token goes to without filling it, so that the cache
   // has nothing to do for them. Divides only when block_size_ is not a power
   // of two: this runs for every sequence every step.
   [[nodiscard]] bool StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const;
   [[nodiscard]] int32_t ChunkSize(int32_t num_uncomputed, int32_t budget) const;
-  // Whether one more sequence may compute a prefill chunk in this step, after
-  // num_prefills (max_num_partial_prefills).
+  // Whether one more sequence may compute a partial prefill chunk (one that
+  // leaves prompt tokens for later) in this step, after num_prefills
+  // (max_num_partial_prefills).
   [[nodiscard]] bool HasPrefillSlot(int32_t num_prefills) const;
   [[nodiscard]] Sequence* FindSeq(RequestHandle handle, uint32_t index) const;
   [[nodiscard]] static int32_t IsDecode(const Sequence& seq) {
@@ -207,7 +218,7 @@ class Scheduler {
   [[nodiscard]] std::unique_ptr<Request> NewRequest(RequestHandle handle, RequestParams params);
 
   // Schedule's two phases, which share the token budget and count the
-  // sequences given a prefill chunk. ScheduleRunning returns false when it
+  // sequences given a partial prefill chunk. ScheduleRunning returns false when it
   // preempted.
   bool ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan& plan);
   void AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefills, StepPlan& plan);
@@ -248,8 +259,14 @@ class Scheduler {
   // when it completes the prompt), and tokens sampled out of plan order.
   void AdvanceComputed(Sequence& seq, int32_t num_new_tokens, std::vector<Sequence*>& forked);
   void ApplyOutOfOrder(std::span<const SampledToken> sampled, UpdateOutput& output);
-  // Appends a sampled token and applies the token-based stopping rules.
+  // Appends a sampled token (advancing the sample's constraint) and applies
+  // the token-based stopping rules, a completed constraint among them.
   void ApplySampled(Sequence& seq, const SampledToken& sampled, UpdateOutput& output);
+  // Fills plan.token_masks for the constrained samples of the plan.
+  void FillTokenMasks(StepPlan& plan) const;
+  // Ends a sequence on a stopping rule and reports it.
+  void Stop(Sequence& seq, FinishReason reason, std::string stop_reason, bool completes_constraint,
+            UpdateOutput& output);
   // CheckStop for the sequence's last token.
   FinishReason CheckSeqStop(const Sequence& seq, std::string* stop_reason) const;
   void ExpireDeadlines(absl::Time now);
@@ -275,6 +292,7 @@ class Scheduler {
   KvCacheManager* const cache_;
   const int32_t block_size_;
   const int32_t block_mask_;  // block_size_ - 1 when it is a power of two, else -1
+  const int32_t stride_;      // block table entries per block_size_ positions
   const int32_t num_usable_blocks_;
   const int32_t max_model_len_;
 
@@ -294,6 +312,9 @@ class Scheduler {
   // count them.
   int32_t num_running_decodes_ = 0;
   int32_t num_pending_slots_ = 0;
+  // Unretired requests with a constraint: FillTokenMasks looks at the plan
+  // only while there is one.
+  int32_t num_constrained_requests_ = 0;
   int64_t num_reserved_blocks_ = 0;  // kReserve: blocks running work may still take
   absl::btree_set<std::pair<absl::Time, RequestHandle>> deadlines_;
   std::vector<RequestHandle> expired_;

@@ -77,9 +77,9 @@ absl::Status Scheduler::ValidateRequest(const RequestParams& params) const {
   }
   const int32_t max_seq_len = MaxSeqLen(params);
   if (config_.admission == AdmissionPolicy::kReserve &&
-      static_cast<int64_t>(params.n) * BlocksFor(max_seq_len) > num_usable_blocks_) {
+      params.n * MaxBlocksFor(max_seq_len) > num_usable_blocks_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt + max_tokens of ", params.n, " samples need ", params.n * BlocksFor(max_seq_len),
+        "prompt + max_tokens of ", params.n, " samples need ", params.n * MaxBlocksFor(max_seq_len),
         " KV blocks; the pool has ", num_usable_blocks_));
   }
   return absl::OkStatus();
@@ -94,6 +94,8 @@ std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestPara
   request->stopping = std::move(params.stopping);
   request->cache_salt = std::move(params.cache_salt);
   request->num_prompt_logprobs = params.prompt_logprobs;
+  request->constraint = std::move(params.constraint);
+  if (request->constraint != nullptr) ++num_constrained_requests_;
   request->deadline = params.deadline;
   request->num_unfinished = params.n;
   request->num_pending = params.n - 1;
@@ -128,6 +130,12 @@ std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestPara
     seq->token_ids.Assign(params.prompt_token_ids, capacity, arena_);
     seq->sampling = params.sampling;
     seq->sampling.seed = DeriveSampleSeed(params.sampling.seed, index);
+    if (request->constraint != nullptr) {
+      // The samples share the prompt, not the output: each starts fresh.
+      seq->matcher =
+          i == 0 ? request->constraint->NewMatcher() : request->seqs[0]->matcher->Clone();
+      seq->has_constraint = true;
+    }
     request->seqs.push_back(std::move(seq));
   }
   return request;
@@ -239,7 +247,7 @@ void Scheduler::EndSeq(Sequence& seq) {
       if (request.pending_slots_held) {
         --num_pending_slots_;
         if (config_.admission == AdmissionPolicy::kReserve) {
-          num_reserved_blocks_ -= BlocksFor(request.max_seq_len);
+          num_reserved_blocks_ -= MaxBlocksFor(request.max_seq_len);
         }
       }
       --request.num_pending;
@@ -273,6 +281,7 @@ void Scheduler::EndRequest(Request& request) {
 
 void Scheduler::RetireRequest(Request& request) {
   deadlines_.erase({request.deadline, request.handle});
+  if (request.constraint != nullptr) --num_constrained_requests_;
   const auto it = requests_.find(request.handle);
   LOOM_CHECK(it != requests_.end());
   retired_.push_back(std::move(it->second));
@@ -287,7 +296,7 @@ void Scheduler::HoldPendingSlots(Request& request) {
   num_pending_slots_ += request.num_pending;
   if (config_.admission == AdmissionPolicy::kReserve) {
     num_reserved_blocks_ +=
-        static_cast<int64_t>(request.num_pending) * BlocksFor(request.max_seq_len);
+        static_cast<int64_t>(request.num_pending) * MaxBlocksFor(request.max_seq_len);
   }
 }
 
@@ -299,7 +308,7 @@ void Scheduler::ReleasePendingSlots(Request& request) {
   num_pending_slots_ -= request.num_pending;
   if (config_.admission == AdmissionPolicy::kReserve) {
     num_reserved_blocks_ -=
-        static_cast<int64_t>(request.num_pending) * BlocksFor(request.max_seq_len);
+        static_cast<int64_t>(request.num_pending) * MaxBlocksFor(request.max_seq_len);
   }
 }
 
@@ -307,7 +316,9 @@ void Scheduler::UpdateReservation(Sequence& seq) {
   if (config_.admission != AdmissionPolicy::kReserve) {
     return;
   }
-  const int32_t reserved = std::max(0, BlocksFor(seq.request->max_seq_len) - seq.num_blocks_held());
+  // What it may still take, net of what the window's releases give back.
+  const auto reserved = static_cast<int32_t>(std::max<int64_t>(
+      0, MaxBlocksFor(seq.request->max_seq_len) - cache_->NumBlocksHeld(seq.seq_id)));
   num_reserved_blocks_ += reserved - seq.num_blocks_reserved;
   seq.num_blocks_reserved = reserved;
 }

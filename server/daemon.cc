@@ -33,6 +33,7 @@
 #include "server/metrics.h"
 #include "server/openai_http.h"
 #include "server/request_validator.h"
+#include "server/structured_outputs_setup.h"
 #include "server/tenant_limiter.h"
 #include "tokenizer/tokenizer_detokenizer.h"
 
@@ -104,9 +105,12 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
 
 ServiceOptions MakeServiceOptions(const ServerConfig& config,
                                   const GenerationDefaults& generation_defaults,
-                                  const ApiKeyStore* api_keys) {
+                                  const ApiKeyStore* api_keys,
+                                  const StructuredOutputsSetup& structured) {
   ServiceOptions options;
   options.api_keys = api_keys;
+  options.structured_outputs = {structured.compiler.get(), structured.tool_call_format};
+  options.limits.max_constraint_bytes = config.max_constraint_bytes;
   options.generation_defaults = generation_defaults;
   options.limits.max_logit_bias = config.max_logit_bias;
   options.limits.max_stop_token_ids = config.max_stop_token_ids;
@@ -304,9 +308,11 @@ HttpServerOptions MakeHttpServerOptions(const ServerConfig& config) {
   return options;
 }
 
-OpenAiHttpOptions MakeOpenAiHttpOptions(const ServerConfig& config, const ApiKeyStore* api_keys) {
+OpenAiHttpOptions MakeOpenAiHttpOptions(const ServerConfig& config, const ApiKeyStore* api_keys,
+                                        ToolCallFormat tool_call_format) {
   OpenAiHttpOptions options;
   options.api_keys = api_keys;
+  options.tool_call_format = tool_call_format;
   options.limits.max_stream_buffer_bytes = config.max_stream_buffer_bytes;
   options.limits.stream_buffer_grace = config.stream_buffer_grace;
   options.limits.access_log = config.access_log;
@@ -385,8 +391,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsPort(const ServerConfig&
 
 // Serves until a signal or an engine failure; the exit code.
 int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel& model,
-          const GenerationDefaults& generation_defaults, Engine& engine, MetricsRegistry& metrics,
-          ApiKeyStore* api_keys, absl::Time start) {
+          const GenerationDefaults& generation_defaults, const StructuredOutputsSetup& structured,
+          Engine& engine, MetricsRegistry& metrics, ApiKeyStore* api_keys, absl::Time start) {
   const ExecutorGeometry& geometry = engine.geometry();
   const std::string served_name = ServedName(config, model);
   LoadedModelFrontend frontend(model, DescribeModel(model, geometry, engine.max_model_len(),
@@ -401,8 +407,9 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
       [&metrics](std::string_view method, absl::StatusCode code) {
         metrics.RecordGrpcRequest(method, code);
       },
-      MakeServiceOptions(config, generation_defaults, api_keys));
-  OpenAiHttp openai(frontend, service.intake(), backend, MakeOpenAiHttpOptions(config, api_keys));
+      MakeServiceOptions(config, generation_defaults, api_keys, structured));
+  OpenAiHttp openai(frontend, service.intake(), backend,
+                    MakeOpenAiHttpOptions(config, api_keys, structured.tool_call_format));
 
   std::atomic<bool> ready{false};
   absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
@@ -501,6 +508,10 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
     LogLine(absl::StrCat("cannot load model ", config.model, ": ", loaded.status().ToString()));
     return 1;
   }
+  if (absl::Status st = OverrideChatTemplate(config.chat_template, **loaded); !st.ok()) {
+    LogLine(absl::StrCat("invalid flags: --", st.message()));
+    return 2;
+  }
   if (watcher.signal() != 0) {
     return StartupInterrupted(watcher);
   }
@@ -516,6 +527,11 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
     return 2;
   }
   generation_defaults->MergeFrom(*override_defaults);
+  absl::StatusOr<StructuredOutputsSetup> structured = SetUpStructuredOutputs(config, *model);
+  if (!structured.ok()) {
+    LogLine(absl::StrCat("structured outputs: ", structured.status().ToString()));
+    return 1;
+  }
   LogLine(absl::StrCat("generation defaults: ", generation_defaults->ToString(),
                        " (--generation_config=", config.generation_config,
                        ", --override_generation_config: ", override_defaults->ToString(), ")"));
@@ -573,8 +589,8 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   if (watcher.signal() != 0) {
     return StartupInterrupted(watcher);
   }
-  return Serve(config, watcher, *model, *generation_defaults, engine, metrics, api_keys.get(),
-               start);
+  return Serve(config, watcher, *model, *generation_defaults, *structured, engine, metrics,
+               api_keys.get(), start);
 }
 
 }  // namespace loom

@@ -56,7 +56,7 @@ GenerationService::GenerationService(const ModelFrontend& model, GenerationBacke
       backend_(backend),
       recorder_(std::move(recorder)),
       options_(options),
-      intake_(model, options.limits, options.generation_defaults),
+      intake_(model, options.limits, options.generation_defaults, options.structured_outputs),
       watchdog_(WatchInterval(options.stream_buffer_grace)) {}
 
 grpc::ServerUnaryReactor* GenerationService::FinishUnary(grpc::CallbackServerContext* context,

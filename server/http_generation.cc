@@ -52,20 +52,27 @@ class HttpGeneration::Sink final : public OutputSink {
 
 HttpGeneration::HttpGeneration(GenerationBackend& backend, std::shared_ptr<HttpExchange> exchange,
                                openai::ResponseContext context, openai::Endpoint endpoint,
-                               const char* route, const HttpGenerationLimits& limits)
+                               const char* route, const HttpGenerationLimits& limits,
+                               ToolCallFormat tool_calls)
     : backend_(backend),
       exchange_(std::move(exchange)),
       context_(std::move(context)),
       endpoint_(endpoint),
       route_(route),
-      limits_(limits) {}
+      limits_(limits),
+      tool_calls_(tool_calls) {}
 
 void HttpGeneration::Start(std::vector<RequestParams> prompts, std::vector<std::string> echo) {
   echo_ = std::move(echo);
   prompts_.resize(prompts.size());
+  const auto n = static_cast<size_t>(context_.options.n);
   for (Prompt& prompt : prompts_) {
-    prompt.text_offsets.assign(static_cast<size_t>(context_.options.n), 0);
-    prompt.started.assign(static_cast<size_t>(context_.options.n), false);
+    prompt.text_offsets.assign(n, 0);
+    prompt.started.assign(n, false);
+    if (tool_calls_ != ToolCallFormat::kNone && context_.options.stream) {
+      for (size_t i = 0; i < n; ++i) prompt.parsers.push_back(MakeToolCallParser(tool_calls_));
+      prompt.call_ids.resize(n);
+    }
     for (int32_t i = 0; i < context_.options.n; ++i) {
       prompt.response.add_completions()->set_index(static_cast<uint32_t>(i));
     }
@@ -141,14 +148,21 @@ void HttpGeneration::StreamOutput(size_t prompt_index, const RequestOutput& outp
       continue;
     }
     const size_t i = sample.index;
-    if (sample.text.empty() && sample.logprobs.empty() &&
-        sample.finish_reason == FinishReason::kNone && prompt.started[i]) {
+    const bool parsed = !prompt.parsers.empty();
+    openai::ChatChoiceMessage message;
+    if (parsed) message = ParseDelta(prompt, sample);
+    const bool nothing_new =
+        parsed ? message.content.empty() && message.tool_calls.empty() : sample.text.empty();
+    if (nothing_new && sample.logprobs.empty() && sample.finish_reason == FinishReason::kNone &&
+        prompt.started[i]) {
       continue;  // tokens whose text is held back: nothing to show yet
     }
     v1::GenerateStreamResponse delta;
     AppendDelta(sample, delta);
     if (endpoint_ == openai::Endpoint::kChatCompletions) {
-      exchange_->Write(openai::RenderChatChunk(context_, delta, !prompt.started[i]));
+      exchange_->Write(openai::RenderChatChunk(context_, delta, !prompt.started[i],
+                                               parsed ? &message : nullptr,
+                                               parsed && prompt.parsers[i]->num_calls() > 0));
     } else {
       exchange_->Write(openai::RenderCompletionChunk(
           context_, delta, static_cast<uint32_t>(prompt_index), prompt.text_offsets[i]));
@@ -156,6 +170,55 @@ void HttpGeneration::StreamOutput(size_t prompt_index, const RequestOutput& outp
     }
     prompt.started[i] = true;
   }
+}
+
+openai::ChatChoiceMessage HttpGeneration::ParseDelta(Prompt& prompt, const SampleDelta& sample) {
+  ToolCallParser& parser = *prompt.parsers[sample.index];
+  std::vector<std::string>& ids = prompt.call_ids[sample.index];
+  ToolCallUpdate update = parser.Feed(sample.text);
+  if (sample.finish_reason != FinishReason::kNone) {
+    ToolCallUpdate rest = parser.Finish();
+    update.content += rest.content;
+    update.calls.insert(update.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  openai::ChatChoiceMessage message{std::move(update.content), {}};
+  for (ToolCallDelta& call : update.calls) {
+    std::string id;
+    if (call.index >= static_cast<int>(ids.size())) {
+      id = NewCallId();
+      ids.push_back(id);
+    }
+    message.tool_calls.push_back(
+        {call.index, std::move(id), std::move(call.name), std::move(call.arguments)});
+  }
+  return message;
+}
+
+std::vector<openai::ChatChoiceMessage> HttpGeneration::ParseReplies(
+    const v1::GenerateResponse& response) {
+  std::vector<openai::ChatChoiceMessage> messages;
+  if (tool_calls_ == ToolCallFormat::kNone) return messages;
+  for (const v1::Completion& completion : response.completions()) {
+    ParsedToolCalls parsed = ParseToolCalls(tool_calls_, completion.text());
+    openai::ChatChoiceMessage& message = messages.emplace_back();
+    message.content = std::move(parsed.content);
+    for (size_t k = 0; k < parsed.calls.size(); ++k) {
+      message.tool_calls.push_back({static_cast<int>(k), NewCallId(),
+                                    std::move(parsed.calls[k].name),
+                                    std::move(parsed.calls[k].arguments)});
+    }
+  }
+  return messages;
+}
+
+std::string HttpGeneration::NewCallId() {
+  constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) {
+    id += kAlphabet[absl::Uniform<size_t>(rng_, 0, kAlphabet.size())];
+  }
+  return id;
 }
 
 void HttpGeneration::CheckBacklog() {
@@ -202,7 +265,8 @@ void HttpGeneration::Finish() {
   }
   exchange_->Respond(200, kJson,
                      endpoint_ == openai::Endpoint::kChatCompletions
-                         ? openai::RenderChatCompletion(context_, responses.front())
+                         ? openai::RenderChatCompletion(context_, responses.front(),
+                                                        ParseReplies(responses.front()))
                          : openai::RenderCompletionResponse(context_, responses, echo_));
 }
 

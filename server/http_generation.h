@@ -17,14 +17,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/request_output.h"
 #include "loom/v1/generation.pb.h"
+#include "openai/chat_response.h"
 #include "openai/openai_error.h"
 #include "openai/response_context.h"
 #include "server/generation_backend.h"
 #include "server/http_server.h"
+#include "tool_calls/tool_call_parser.h"
 #include "types/request_params.h"
 
 namespace loom {
@@ -40,10 +43,12 @@ struct HttpGenerationLimits {
 class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
  public:
   // route names the endpoint in the access log ("/v1/completions"); it must
-  // outlive the generation (a string literal).
+  // outlive the generation (a string literal). tool_calls: a chat whose
+  // replies are parsed for tool calls in this format (kNone: plain content).
   HttpGeneration(GenerationBackend& backend, std::shared_ptr<HttpExchange> exchange,
                  openai::ResponseContext context, openai::Endpoint endpoint, const char* route,
-                 const HttpGenerationLimits& limits);
+                 const HttpGenerationLimits& limits,
+                 ToolCallFormat tool_calls = ToolCallFormat::kNone);
 
   // Submits one engine request per prompt; echo[p] is prompt p's text for
   // `echo`. On a submit error the requests already submitted are aborted and
@@ -56,6 +61,10 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
     v1::GenerateResponse response;     // non-streaming: the outputs so far
     std::vector<size_t> text_offsets;  // streaming completions: per sample
     std::vector<bool> started;         // streaming: a chunk was sent, per sample
+    // Streaming chats parsed for tool calls: per sample, its parser and the
+    // ids of the calls it has begun.
+    std::vector<std::unique_ptr<ToolCallParser>> parsers;
+    std::vector<std::vector<std::string>> call_ids;
     bool finished = false;
   };
 
@@ -63,6 +72,12 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
 
   void OnOutput(size_t prompt, RequestOutput output);
   void StreamOutput(size_t prompt, const RequestOutput& output);
+  // A sample's delta through its tool-call parser, as the chunk shows it.
+  openai::ChatChoiceMessage ParseDelta(Prompt& prompt, const SampleDelta& sample);
+  // The whole replies of a non-streaming chat, split into content and calls.
+  std::vector<openai::ChatChoiceMessage> ParseReplies(const v1::GenerateResponse& response);
+  // A new OpenAI-style call id ("call_" and 24 random characters).
+  std::string NewCallId();
   void StreamEcho();
   void CheckBacklog();
   // The client went away: abort every engine request.
@@ -78,6 +93,8 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   const openai::Endpoint endpoint_;
   const char* const route_;
   const HttpGenerationLimits limits_;
+  const ToolCallFormat tool_calls_;
+  absl::BitGen rng_;  // call ids; on the strand only
   std::vector<Prompt> prompts_;
   std::vector<std::string> echo_;
   size_t num_finished_ = 0;

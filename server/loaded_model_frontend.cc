@@ -27,9 +27,19 @@ absl::StatusOr<std::string> LoadedModelFrontend::RenderChat(
   std::vector<ChatMessage> turns;
   turns.reserve(messages.messages_size());
   for (const v1::ChatMessage& m : messages.messages()) {
-    turns.push_back({m.role(), m.content()});
+    ChatMessage& turn = turns.emplace_back(ChatMessage{m.role(), m.content()});
+    for (const v1::ToolCall& call : m.tool_calls()) {
+      turn.tool_calls.push_back({call.id(), call.name(), call.arguments()});
+    }
+    turn.tool_call_id = m.tool_call_id();
+    turn.name = m.name();
   }
-  return model_.chat_template->Render(turns, /*add_generation_prompt=*/true);
+  std::vector<ChatTool> tools;
+  tools.reserve(messages.tools_size());
+  for (const v1::Tool& tool : messages.tools()) {
+    tools.push_back({tool.name(), tool.description(), tool.parameters()});
+  }
+  return model_.chat_template->Render(turns, /*add_generation_prompt=*/true, tools);
 }
 
 std::string LoadedModelFrontend::Decode(std::span<const int32_t> ids) const {

@@ -49,8 +49,8 @@ ABSL_FLAG(int32_t, long_prefill_token_threshold, -1,
           "Most tokens of one prefill chunk (0: no cap; -1: by device, 128 on the CPU, no cap on "
           "a GPU).");
 ABSL_FLAG(int32_t, max_num_partial_prefills, -1,
-          "Most sequences given a prefill chunk in one step (0: no limit; -1: by device, 1 on "
-          "the CPU, no limit on a GPU).");
+          "Most sequences given a prefill chunk that leaves part of their prompt for later, in "
+          "one step (0: no limit; -1: by device, 1 on the CPU, no limit on a GPU).");
 ABSL_FLAG(absl::Duration, prompt_token_aging, absl::ZeroDuration(),
           "shortest_prompt: waiting this long is worth one prompt token (0: by device, 2ms on "
           "the CPU, 100us on a GPU).");
@@ -137,6 +137,18 @@ ABSL_FLAG(int32_t, metrics_port, 0,
           "that admits Prometheus to metrics only.");
 ABSL_FLAG(int32_t, health_port, 0,
           "With TLS: serve gRPC health alone on this plaintext port, for kubelet probes.");
+ABSL_FLAG(std::string, chat_template, "",
+          "A Jinja chat template file that replaces the model's (e.g. one with a tools section).");
+ABSL_FLAG(std::string, tool_call_parser, "auto",
+          "How the model writes tool calls: auto (detected from the chat template), none, hermes "
+          "or llama3_json.");
+ABSL_FLAG(int64_t, max_constraint_bytes, 256 << 10,
+          "Longest constraint text (json_schema, regex, grammar, choices) or tool parameter "
+          "schema, in bytes.");
+ABSL_FLAG(int32_t, max_constraint_states, 50000,
+          "Most automaton states one compiled constraint may have.");
+ABSL_FLAG(std::string, constraint_compile_timeout, "5s",
+          "Longest time one constraint may take to compile; a slower one is refused.");
 ABSL_FLAG(bool, debug_kv_blocks, false,
           "Serve GET /debug/kv_blocks on the HTTP port: the prefix index's block hashes.");
 
@@ -182,7 +194,14 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
   config.http_threads = absl::GetFlag(FLAGS_http_threads);
   config.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
   config.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);
-  return ParseDurationFlag("http_header_timeout", absl::GetFlag(FLAGS_http_header_timeout),
+  config.chat_template = absl::GetFlag(FLAGS_chat_template);
+  config.tool_call_parser = absl::GetFlag(FLAGS_tool_call_parser);
+  config.max_constraint_bytes = absl::GetFlag(FLAGS_max_constraint_bytes);
+  config.max_constraint_states = absl::GetFlag(FLAGS_max_constraint_states);
+  return ParseDurationFlag("constraint_compile_timeout",
+                           absl::GetFlag(FLAGS_constraint_compile_timeout),
+                           &config.constraint_compile_timeout) &&
+         ParseDurationFlag("http_header_timeout", absl::GetFlag(FLAGS_http_header_timeout),
                            &config.http_header_timeout) &&
          ParseDurationFlag("http_body_timeout", absl::GetFlag(FLAGS_http_body_timeout),
                            &config.http_body_timeout) &&

@@ -39,7 +39,15 @@ std::vector<MetricFamily> EngineStatsCollector::Collect() const {
                             MetricType::Gauge, stats.kv_cache_usage));
   MetricFamily blocks{"loom_kv_cache_blocks", "KV cache blocks by state.", MetricType::Gauge, {}};
   blocks.metric.push_back(Value(MetricType::Gauge, stats.num_blocks_free, {{"state", "free"}}));
-  blocks.metric.push_back(Value(MetricType::Gauge, stats.num_blocks_used, {{"state", "used"}}));
+  if (stats.kv_groups_by_kind) {
+    // A sliding-window model's blocks in use, by the layers that hold them.
+    blocks.metric.push_back(Value(MetricType::Gauge, stats.num_blocks_used_full,
+                                  {{"state", "used"}, {"group", "full_attention"}}));
+    blocks.metric.push_back(Value(MetricType::Gauge, stats.num_blocks_used_sliding,
+                                  {{"state", "used"}, {"group", "sliding_window"}}));
+  } else {
+    blocks.metric.push_back(Value(MetricType::Gauge, stats.num_blocks_used, {{"state", "used"}}));
+  }
   blocks.metric.push_back(Value(MetricType::Gauge, stats.num_blocks_cached, {{"state", "cached"}}));
   families.push_back(std::move(blocks));
   families.push_back(Family("loom_preemptions_total",

@@ -7,6 +7,7 @@
 #include "openai/chat_request.h"
 #include "openai/completion_request.h"
 #include "openai/models_response.h"
+#include "openai/structured_output.h"
 #include "openai/tokenize.h"
 
 namespace loom {
@@ -40,6 +41,26 @@ void SetRequestId(const HttpRequest& http, size_t prompt, size_t num_prompts,
   }
   const std::string id(header);
   request.set_request_id(num_prompts > 1 ? absl::StrCat(id, "-", prompt) : id);
+}
+
+// The format a chat's reply is parsed in for tool calls: none without tools
+// or with tool_choice "none"; "auto" needs a known format, which the request
+// builder also demands of the tool choices that force a call.
+absl::StatusOr<ToolCallFormat> ReplyToolCalls(const v1::ChatMessages& messages,
+                                              ToolCallFormat format) {
+  if (messages.tools().empty() || messages.tool_choice() == v1::TOOL_CHOICE_NONE) {
+    return ToolCallFormat::kNone;
+  }
+  const bool forced = messages.tool_choice() == v1::TOOL_CHOICE_REQUIRED ||
+                      messages.tool_choice() == v1::TOOL_CHOICE_FUNCTION;
+  if (format == ToolCallFormat::kNone && !forced) {
+    return openai::InvalidParam(
+        "tool_choice",
+        "tool_choice \"auto\" needs the model's tool-call format to read calls from its "
+        "reply: start loomd with --tool_call_parser (hermes, llama3_json) or a "
+        "--chat_template whose tools section names one; or send tool_choice \"none\"");
+  }
+  return format;
 }
 
 }  // namespace
@@ -130,7 +151,8 @@ void OpenAiHttp::Completions(const HttpRequest& request, const Caller& caller,
     SetRequestId(request, p, num_prompts, prompt);
     absl::StatusOr<RequestParams> params = intake_.Prepare(prompt, absl::InfiniteFuture(), caller);
     if (!params.ok()) {
-      return RespondOpenAiError(*exchange, params.status(), kEndpoint);
+      return RespondOpenAiError(
+          *exchange, openai::RenameConstraintError(params.status(), parsed->options), kEndpoint);
     }
     KeepLastTokens(parsed->options.truncate_prompt_tokens, *params);
     if (parsed->options.echo) {
@@ -156,15 +178,21 @@ void OpenAiHttp::ChatCompletions(const HttpRequest& request, const Caller& calle
     return RespondOpenAiError(*exchange, model, kEndpoint);
   }
   SetRequestId(request, 0, 1, parsed->request);
+  const absl::StatusOr<ToolCallFormat> tool_calls =
+      ReplyToolCalls(parsed->request.messages(), options_.tool_call_format);
+  if (!tool_calls.ok()) {
+    return RespondOpenAiError(*exchange, tool_calls.status(), kEndpoint);
+  }
   absl::StatusOr<RequestParams> params =
       intake_.Prepare(parsed->request, absl::InfiniteFuture(), caller);
   if (!params.ok()) {
-    return RespondOpenAiError(*exchange, params.status(), kEndpoint);
+    return RespondOpenAiError(
+        *exchange, openai::RenameConstraintError(params.status(), parsed->options), kEndpoint);
   }
   KeepLastTokens(parsed->options.truncate_prompt_tokens, *params);
   auto generation = std::make_shared<HttpGeneration>(
       backend_, exchange, Context("chatcmpl-", params->request_id, parsed->options), kEndpoint,
-      kChatRoute, options_.limits);
+      kChatRoute, options_.limits, *tool_calls);
   std::vector<RequestParams> prompts;
   prompts.push_back(*std::move(params));
   generation->Start(std::move(prompts), {});

@@ -18,6 +18,7 @@
 #include "server/http_server.h"
 #include "server/model_frontend.h"
 #include "server/request_intake.h"
+#include "tool_calls/tool_call_format.h"
 
 namespace loom {
 
@@ -28,6 +29,9 @@ struct OpenAiHttpOptions {
   // --api_keys_file: every route needs "Authorization: Bearer <key>" (401
   // otherwise); null when auth is off. Outlives the routes.
   const ApiKeyStore* api_keys = nullptr;
+  // How the model writes tool calls: chat replies to requests with tools
+  // (tool_choice other than "none") are parsed in this format.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 class OpenAiHttp {

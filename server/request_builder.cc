@@ -170,6 +170,9 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
   LOOM_RETURN_IF_ERROR(FitPrompt(request, max_model_len, default_max_tokens, prompt));
   LOOM_ASSIGN_OR_RETURN(const int64_t max_tokens, MaxTokens(request.stopping(), max_model_len,
                                                             default_max_tokens, prompt.size()));
+  // Last of the checks: compiling is the costliest, though cached.
+  LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const TokenConstraint> constraint,
+                        CompileRequestConstraint(request, outputs_));
 
   RequestParams params;
   params.request_id = request.request_id().empty() ? NewRequestId() : request.request_id();
@@ -181,6 +184,7 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
   params.priority = request.priority();
   params.cache_salt = request.cache_salt();
   params.prompt_logprobs = request.has_prompt_logprobs() ? request.prompt_logprobs() : -1;
+  params.constraint = std::move(constraint);
   params.arrival_time = now;
   params.deadline = deadline;
   return params;

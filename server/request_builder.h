@@ -15,6 +15,7 @@
 #include "base/mutex.h"
 #include "loom/v1/generation.pb.h"
 #include "server/model_frontend.h"
+#include "server/request_constraint.h"
 #include "server/request_validator.h"
 #include "types/generation_defaults.h"
 #include "types/request_params.h"
@@ -26,13 +27,16 @@ inline constexpr int32_t kDefaultMaxTokens = 256;
 class RequestBuilder {
  public:
   // defaults fill the sampling fields and max_tokens a request leaves unset
-  // (validated by the caller: ValidateGenerationDefaults).
+  // (validated by the caller: ValidateGenerationDefaults); outputs compiles
+  // constraints (its compiler outlives the builder).
   explicit RequestBuilder(const ModelFrontend& model, const RequestLimits& limits = {},
-                          const GenerationDefaults& defaults = {})
-      : model_(model), limits_(limits), defaults_(defaults) {}
+                          const GenerationDefaults& defaults = {},
+                          const StructuredOutputs& outputs = {})
+      : model_(model), limits_(limits), defaults_(defaults), outputs_(outputs) {}
 
-  // Validates every field (request_validator.h) and builds the params; the
-  // deadline is the gRPC deadline (InfiniteFuture when the client set none).
+  // Validates every field (request_validator.h), compiles the constraint
+  // (request_constraint.h) and builds the params; the deadline is the gRPC
+  // deadline (InfiniteFuture when the client set none).
   absl::StatusOr<RequestParams> Build(const v1::GenerateRequest& request, absl::Time now,
                                       absl::Time deadline);
 
@@ -49,6 +53,7 @@ class RequestBuilder {
   const ModelFrontend& model_;
   const RequestLimits limits_;
   const GenerationDefaults defaults_;
+  const StructuredOutputs outputs_;
   Mutex mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(mu_);
 };

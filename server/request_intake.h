@@ -25,8 +25,9 @@ class RequestIntake {
  public:
   // model must outlive the intake.
   explicit RequestIntake(const ModelFrontend& model, const RequestLimits& limits = {},
-                         const GenerationDefaults& defaults = {})
-      : builder_(model, limits, defaults) {}
+                         const GenerationDefaults& defaults = {},
+                         const StructuredOutputs& outputs = {})
+      : builder_(model, limits, defaults, outputs) {}
 
   // From now on every request gets UNAVAILABLE (the drain has begun).
   void StopAccepting() { accepting_.store(false, std::memory_order_release); }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "server/chat_messages_validator.h"
 
 namespace loom {
 namespace {
@@ -132,7 +133,7 @@ absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_siz
       return absl::OkStatus();
     }
     case v1::GenerateRequest::kMessages:
-      return ValidateChatMessages(request.messages(), "messages", limits.max_prompt_bytes);
+      return ValidateChatMessages(request.messages(), "messages", limits);
     case v1::GenerateRequest::INPUT_NOT_SET:
       break;
   }
@@ -140,25 +141,48 @@ absl::Status ValidateInput(const v1::GenerateRequest& request, int32_t vocab_siz
       "input must be set: one of prompt, prompt_token_ids or messages");
 }
 
-}  // namespace
-
-absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field,
-                                  int64_t max_bytes) {
-  if (messages.messages().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".messages must not be empty"));
-  }
-  int64_t bytes = 0;
-  for (int i = 0; i < messages.messages_size(); ++i) {
-    const std::string& role = messages.messages(i).role();
-    if (role != "system" && role != "user" && role != "assistant") {
-      return OutOfRange(absl::StrCat(field, ".messages[", i, "].role"),
-                        "one of system, user, assistant", absl::StrCat("\"", role, "\""));
-    }
-    bytes += static_cast<int64_t>(role.size() + messages.messages(i).content().size());
-  }
-  return CheckSize(absl::StrCat(field, " (roles and contents together)"), bytes, max_bytes,
-                   "bytes");
+absl::Status CheckConstraintText(const std::string& text, absl::string_view field,
+                                 const RequestLimits& limits) {
+  if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " must not be empty"));
+  return CheckSize(field, static_cast<int64_t>(text.size()), limits.max_constraint_bytes, "bytes");
 }
+
+absl::Status ValidateConstraint(const v1::GenerateRequest& request, const RequestLimits& limits) {
+  switch (request.constraint_case()) {
+    case v1::GenerateRequest::kJsonSchema:
+      return CheckConstraintText(request.json_schema(), "json_schema", limits);
+    case v1::GenerateRequest::kRegex:
+      return CheckConstraintText(request.regex(), "regex", limits);
+    case v1::GenerateRequest::kGrammar:
+      return CheckConstraintText(request.grammar(), "grammar", limits);
+    case v1::GenerateRequest::kJsonObject:
+      if (!request.json_object()) {
+        return absl::InvalidArgumentError("json_object must be true when set");
+      }
+      return absl::OkStatus();
+    case v1::GenerateRequest::kChoice: {
+      const auto& choices = request.choice().choices();
+      if (choices.empty() || choices.size() > kMaxChoices) {
+        return OutOfRange("choice.choices", absl::StrCat("1..", kMaxChoices, " strings"),
+                          absl::StrCat(choices.size()));
+      }
+      int64_t bytes = 0;
+      for (int i = 0; i < choices.size(); ++i) {
+        if (choices[i].empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("choice.choices[", i, "] must not be empty"));
+        }
+        bytes += static_cast<int64_t>(choices[i].size());
+      }
+      return CheckSize("choice.choices (together)", bytes, limits.max_constraint_bytes, "bytes");
+    }
+    case v1::GenerateRequest::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
                                      const RequestLimits& limits) {
@@ -185,6 +209,7 @@ absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t
     return OutOfRange("prompt_logprobs", absl::StrCat("in [0, ", kMaxLogprobs, "]"),
                       absl::StrCat(request.prompt_logprobs()));
   }
+  LOOM_RETURN_IF_ERROR(ValidateConstraint(request, limits));
   if (!v1::Truncation_IsValid(request.truncate())) {
     return OutOfRange("truncate",
                       "one of TRUNCATION_UNSPECIFIED, TRUNCATION_LEFT, TRUNCATION_RIGHT",
@@ -216,7 +241,7 @@ absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
       return CheckSize("text", static_cast<int64_t>(request.text().size()), limits.max_prompt_bytes,
                        "bytes");
     case v1::TokenizeRequest::kMessages:
-      return ValidateChatMessages(request.messages(), "messages", limits.max_prompt_bytes);
+      return ValidateChatMessages(request.messages(), "messages", limits);
     case v1::TokenizeRequest::INPUT_NOT_SET:
       break;
   }

@@ -22,6 +22,9 @@ inline constexpr int32_t kDefaultMaxLogitBias = 1024;
 // priority is bounded so that the scheduler's arithmetic on it cannot overflow.
 inline constexpr int32_t kMinPriority = -1'000'000;
 inline constexpr int32_t kMaxPriority = 1'000'000;
+// Tools a chat may offer, and strings a choice constraint may list.
+inline constexpr int kMaxTools = 128;
+inline constexpr int kMaxChoices = 1024;
 
 // The size limits an operator sets with flags (docs/api.md): every field that
 // could otherwise grow without bound has one.
@@ -31,6 +34,9 @@ struct RequestLimits {
   int32_t max_cache_salt_bytes = 256;             // cache_salt
   int64_t max_prompt_bytes = int64_t{1} << 20;    // prompt text, or all messages together
   int32_t max_prompt_tokens = int32_t{1} << 20;   // prompt_token_ids.ids entries
+  // A constraint's text (json_schema, regex, grammar; a choice's strings
+  // together), and each tool's parameter schema.
+  int64_t max_constraint_bytes = int64_t{256} << 10;
 };
 
 absl::Status ValidateGenerateRequest(const v1::GenerateRequest& request, int32_t vocab_size,
@@ -43,10 +49,5 @@ absl::Status ValidateGenerationDefaults(const GenerationDefaults& defaults);
 
 absl::Status ValidateTokenizeRequest(const v1::TokenizeRequest& request,
                                      const RequestLimits& limits = {});
-
-// Shared by both requests: a non-empty list of system/user/assistant turns
-// whose roles and contents together are at most max_bytes long.
-absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field,
-                                  int64_t max_bytes);
 
 }  // namespace loom

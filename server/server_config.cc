@@ -99,7 +99,9 @@ absl::Status ValidateLimits(const ServerConfig& c) {
       {"max_stream_buffer_bytes", c.max_stream_buffer_bytes},
       {"http_threads", c.http_threads},
       {"http_max_connections", c.http_max_connections},
-      {"http_max_body_bytes", c.http_max_body_bytes}};
+      {"http_max_body_bytes", c.http_max_body_bytes},
+      {"max_constraint_bytes", c.max_constraint_bytes},
+      {"max_constraint_states", c.max_constraint_states}};
   for (const auto& [flag, value] : at_least_one) {
     LOOM_RETURN_IF_ERROR(CheckAtLeast(flag, value, 1));
   }
@@ -108,11 +110,13 @@ absl::Status ValidateLimits(const ServerConfig& c) {
       {"grpc_keepalive_timeout", c.grpc_keepalive_timeout},
       {"stream_buffer_grace", c.stream_buffer_grace},
       {"http_header_timeout", c.http_header_timeout},
-      {"http_body_timeout", c.http_body_timeout}};
+      {"http_body_timeout", c.http_body_timeout},
+      {"constraint_compile_timeout", c.constraint_compile_timeout}};
   for (const auto& [flag, value] : positive) {
     LOOM_RETURN_IF_ERROR(CheckPositive(flag, value));
   }
-  return absl::OkStatus();
+  return CheckOneOf("tool_call_parser", c.tool_call_parser,
+                    {"auto", "none", "hermes", "llama3_json"});
 }
 
 }  // namespace

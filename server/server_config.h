@@ -97,6 +97,16 @@ struct ServerConfig {
   // A plaintext port serving GET /metrics alone (0 = none), so that a
   // NetworkPolicy can admit Prometheus to metrics without the API.
   int32_t metrics_port = 0;
+  // Structured outputs and tools (server/structured_outputs_setup.h): a Jinja
+  // file replacing the model's chat template (empty: the model's); the
+  // tool-call format (auto: detected from the template, none, hermes,
+  // llama3_json); the limits on one constraint's text, automaton and
+  // compile time.
+  std::string chat_template;
+  std::string tool_call_parser = "auto";
+  int64_t max_constraint_bytes = int64_t{256} << 10;
+  int32_t max_constraint_states = 50000;
+  absl::Duration constraint_compile_timeout = absl::Seconds(5);
 };
 
 // INVALID_ARGUMENT naming the first bad flag and what it accepts, e.g.

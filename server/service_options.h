@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "server/api_keys.h"
+#include "server/request_constraint.h"
 #include "server/request_validator.h"
 #include "types/generation_defaults.h"
 
@@ -15,6 +16,8 @@ struct ServiceOptions {
   RequestLimits limits;
   // What unset sampling fields and max_tokens become (--generation_config).
   GenerationDefaults generation_defaults;
+  // The constraint compiler (outlives the service) and the tool-call format.
+  StructuredOutputs structured_outputs;
   // A stream whose unsent output stays above this many bytes for
   // stream_buffer_grace is aborted with RESOURCE_EXHAUSTED.
   int64_t max_stream_buffer_bytes = int64_t{4} << 20;

@@ -74,13 +74,19 @@ void BpeModel::SetMerges(const std::vector<std::pair<std::string, std::string>>&
     std::optional<int32_t> a = Find(merges[rank].first), b = Find(merges[rank].second);
     std::optional<int32_t> ab = Find(merges[rank].first + merges[rank].second);
     if (!a || !b || !ab) continue;
-    merges_.emplace(PairKey(*a, *b), Merge{-static_cast<double>(rank), *ab});
+    merges_.emplace(PairKey(*a, *b), Merge{{-static_cast<double>(rank), 0, 0, 0}, *ab});
   }
 }
 
 void BpeModel::SetScores(std::vector<float> scores) {
   scores_ = std::move(scores);
   scores_.resize(pieces_.size(), 0.0f);
+  char_lens_.resize(pieces_.size());
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    int32_t n = 0;
+    for (size_t b = 0; b < pieces_[i].size(); b += Utf8CharLength(pieces_[i], b)) ++n;
+    char_lens_[i] = n;
+  }
 }
 
 std::optional<int32_t> BpeModel::Find(std::string_view piece) const {
@@ -93,7 +99,7 @@ std::optional<BpeModel::Merge> BpeModel::FindMerge(int32_t left, int32_t right) 
   if (!scores_.empty()) {
     std::optional<int32_t> id = Find(pieces_[left] + pieces_[right]);
     if (!id) return std::nullopt;
-    return Merge{scores_[*id], *id};
+    return Merge{{scores_[*id], char_lens_[left], char_lens_[right], *id}, *id};
   }
   auto it = merges_.find(PairKey(left, right));
   if (it == merges_.end()) return std::nullopt;
@@ -120,12 +126,12 @@ void BpeModel::MergeSymbols(std::vector<int32_t>& syms) const {
   const int n = static_cast<int>(syms.size());
   if (n < 2) return;
   struct Candidate {
-    double priority;
+    Rank rank;
     int left;
     int32_t left_id, right_id, merged_id;
   };
   auto worse = [](const Candidate& a, const Candidate& b) {
-    return a.priority != b.priority ? a.priority < b.priority : a.left > b.left;
+    return a.rank == b.rank ? a.left > b.left : a.rank < b.rank;
   };
   std::vector<int> prev(n), next(n);
   for (int i = 0; i < n; ++i) {
@@ -137,7 +143,7 @@ void BpeModel::MergeSymbols(std::vector<int32_t>& syms) const {
     const int right = left >= 0 ? next[left] : -1;
     if (left < 0 || right < 0 || syms[left] < 0 || syms[right] < 0) return;
     if (std::optional<Merge> m = FindMerge(syms[left], syms[right])) {
-      heap.push_back({m->priority, left, syms[left], syms[right], m->merged_id});
+      heap.push_back({m->rank, left, syms[left], syms[right], m->merged_id});
       std::push_heap(heap.begin(), heap.end(), worse);
     }
   };

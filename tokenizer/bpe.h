@@ -25,7 +25,9 @@ class BpeModel {
   // Merge priorities, either from merges in rank order (pieces that are not
   // in the vocabulary are skipped, as Hugging Face does) or from per-token
   // scores (SentencePiece GGUF files: the merge whose result scores highest
-  // goes first).
+  // goes first; among equal scores the longer left piece, then the longer
+  // right piece, then the lower result id, the order transformers gives the
+  // merges it derives from a GGUF vocabulary).
   void SetMerges(const std::vector<std::pair<std::string, std::string>>& merges);
   void SetScores(std::vector<float> scores);
   void set_unk_id(std::optional<int32_t> id) { unk_id_ = id; }
@@ -47,8 +49,23 @@ class BpeModel {
   std::string TokenBytes(int32_t id) const;
 
  private:
+  // Higher ranks merge first: by score, then by the lengths (in characters)
+  // of the left and right pieces, then by the lower result id.
+  struct Rank {
+    double score;
+    int32_t left_len;
+    int32_t right_len;
+    int32_t merged_id;
+    bool operator<(const Rank& o) const {
+      if (score != o.score) return score < o.score;
+      if (left_len != o.left_len) return left_len < o.left_len;
+      if (right_len != o.right_len) return right_len < o.right_len;
+      return merged_id > o.merged_id;
+    }
+    bool operator==(const Rank& o) const = default;
+  };
   struct Merge {
-    double priority;  // higher merges first
+    Rank rank;
     int32_t merged_id;
   };
   std::optional<Merge> FindMerge(int32_t left, int32_t right) const;
@@ -60,6 +77,7 @@ class BpeModel {
   std::unordered_map<std::string, int32_t> ids_;
   std::unordered_map<uint64_t, Merge> merges_;
   std::vector<float> scores_;
+  std::vector<int32_t> char_lens_;  // per piece, with scores_
   std::optional<int32_t> unk_id_;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

@@ -123,6 +123,28 @@ std::string GgufPrePattern(const std::string& pre, bool& split_digits) {
   return std::string(kGpt2Pattern);
 }
 
+// Gemma's SentencePiece vocabulary (general.architecture gemma, gemma2,
+// gemma3) needs two fixes that transformers applies to it as well.
+bool IsGemma(const GgufFile& gguf) {
+  const std::string arch = gguf.GetString("general.architecture").value_or("");
+  return arch == "gemma" || arch == "gemma2" || arch == "gemma3";
+}
+
+// Gemma files store its whitespace tokens with real spaces, which its
+// tokenizer (spaces normalized to U+2581) spells with U+2581: a piece of ASCII
+// whitespace with a space in it becomes as many U+2581, as transformers
+// respells it. True when the piece was respelled.
+bool RespellSpaces(std::string& piece) {
+  if (piece.find(' ') == std::string::npos ||
+      piece.find_first_not_of(" \t\n\r\f\v") != std::string::npos) {
+    return false;
+  }
+  std::string spelled;
+  for (size_t i = 0; i < piece.size(); ++i) spelled += "\xE2\x96\x81";
+  piece = std::move(spelled);
+  return true;
+}
+
 }  // namespace
 
 absl::Status TokenizerBuilder::ReadPreTokenizer(const json& pre, std::string& pattern,
@@ -354,6 +376,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromGguf(const Gguf
   const GgufValue::Array* types = gguf.GetArray("tokenizer.ggml.token_type");
   if (types != nullptr && types->size() != n) return Bad("token_type length differs from tokens");
   const BpeKind kind = model == "gpt2" ? BpeKind::kByteLevel : BpeKind::kSentencePiece;
+  const bool gemma = kind == BpeKind::kSentencePiece && IsGemma(gguf);
+  // Respelled pieces are no longer what the text holds: they are not matched
+  // before BPE (transformers adds only user-defined tokens it finds in the
+  // respelled vocabulary).
+  std::vector<bool> respelled(n, false);
+  if (gemma) {
+    for (size_t i = 0; i < n; ++i) respelled[i] = RespellSpaces(pieces[i]);
+  }
   t->model_ = std::make_unique<BpeModel>(kind, pieces);
   if (kind == BpeKind::kByteLevel) {
     const GgufValue::Array* merges = gguf.GetArray("tokenizer.ggml.merges");
@@ -379,7 +409,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromGguf(const Gguf
     if (scores == nullptr || scores->size() != n) return Bad("GGUF llama tokenizer needs scores");
     std::vector<float> s;
     s.reserve(n);
-    for (const GgufValue& v : *scores) s.push_back(static_cast<float>(v.AsFloat().value_or(0)));
+    for (size_t i = 0; i < n; ++i) {
+      // Gemma's scores do not follow its merge order; the order of its tokens does.
+      s.push_back(gemma ? -static_cast<float>(i)
+                        : static_cast<float>((*scores)[i].AsFloat().value_or(0)));
+    }
     t->model_->SetScores(std::move(s));
     t->model_->set_byte_fallback(true);
     if (gguf.GetBool("tokenizer.ggml.add_space_prefix").value_or(true)) {
@@ -390,7 +424,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromGguf(const Gguf
   // Control (3) and user-defined (4) tokens are matched in the text before BPE.
   for (size_t i = 0; types != nullptr && i < n; ++i) {
     const int64_t type = (*types)[i].AsInt().value_or(1);
-    if (type == 3 || type == 4) {
+    if ((type == 3 || type == 4) && !respelled[i]) {
       t->added_.push_back({pieces[i], static_cast<int32_t>(i), false, false});
     }
   }

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "types/constraint.h"
 #include "types/sampling_params.h"
 
 namespace loom {
@@ -40,6 +42,9 @@ struct RequestParams {
   // first, with that many alternatives. Such a request skips prefix-cache
   // hits so that every prompt position is computed.
   int32_t prompt_logprobs = -1;
+  // The structured-output constraint every sample's tokens must follow
+  // (types/constraint.h); null: unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
   absl::Time arrival_time = absl::InfinitePast();
   absl::Time deadline = absl::InfiniteFuture();
 };

@@ -21,9 +21,10 @@ struct SchedulerConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   AdmissionPolicy admission = AdmissionPolicy::kOptimistic;
   int32_t long_prefill_token_threshold = 0;  // most tokens of one prefill chunk; 0 = no cap
-  // Sequences that may compute a prefill chunk in one step (vLLM's
-  // max_num_partial_prefills); 0 = no limit. With the threshold it bounds the
-  // prefill work a step adds to the decodes that share it.
+  // Sequences that may compute a prefill chunk leaving part of their prompt
+  // for later, in one step (vLLM's max_num_partial_prefills); 0 = no limit.
+  // With the threshold it bounds the long-prompt work a step adds to the
+  // decodes that share it.
   int32_t max_num_partial_prefills = 0;
   std::vector<int32_t> eos_token_ids;
   // Priority policy: waiting this long is worth one priority level. Positive.

@@ -46,9 +46,27 @@ struct ScheduledSeq {
 // A plan holds one per running sequence: one cache line each.
 static_assert(sizeof(ScheduledSeq) <= 64);
 
+// The allowed next tokens of the step's constrained samples (structured
+// outputs, types/constraint.h): one packed row per constrained sample, token
+// t allowed when bit t % 32 of word t / 32 of its row is set; tokens past the
+// row are not. An unconstrained step carries nothing (row_of_seq empty), and
+// an unconstrained sample has no row.
+struct TokenMasks {
+  int32_t words_per_row = 0;
+  std::vector<int32_t> row_of_seq;  // per StepPlan::seqs entry: its row, or -1
+  std::vector<uint32_t> bits;       // [rows, words_per_row]
+
+  // The row of StepPlan::seqs[seq_index]'s sample; null when unconstrained.
+  const uint32_t* RowOf(size_t seq_index) const {
+    if (seq_index >= row_of_seq.size() || row_of_seq[seq_index] < 0) return nullptr;
+    return bits.data() + static_cast<size_t>(row_of_seq[seq_index]) * words_per_row;
+  }
+};
+
 struct StepPlan {
   std::vector<ScheduledSeq> seqs;    // prefill chunks and decodes, in any order
   int32_t num_scheduled_tokens = 0;  // sum over seqs
+  TokenMasks token_masks;
 };
 
 struct TopLogprob {

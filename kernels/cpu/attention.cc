@@ -32,7 +32,7 @@ std::vector<int32_t> TokenSeqs(const PagedKv<float>& kv) {
 void CheckToken(const PagedKv<float>& kv, int32_t seq, int32_t t) {
   LOOM_CHECK(kv.positions[t] >= 0 && kv.positions[t] < kv.context_lens[seq])
       << "token " << t << " position " << kv.positions[t] << " context " << kv.context_lens[seq];
-  LOOM_CHECK_LE(kv.context_lens[seq], kv.max_blocks_per_seq * kv.block_size);
+  LOOM_CHECK_LE(kv.context_lens[seq], kv.max_blocks_per_seq / kv.block_stride * kv.block_size);
 }
 
 // Sixteen independent lanes so the compiler vectorises without reassociation.
@@ -57,7 +57,7 @@ inline void ForEachPosition(const PagedKv<float>& kv, int32_t seq, int32_t kv_he
   const int32_t* table = kv.block_tables + static_cast<size_t>(seq) * kv.max_blocks_per_seq;
   int32_t slot = begin % kv.block_size;
   for (int32_t b = begin / kv.block_size, pos = begin; pos < end; ++b, slot = 0) {
-    const size_t base = kv.Offset(table[b], kv_head, 0);
+    const size_t base = kv.Offset(table[static_cast<size_t>(b) * kv.block_stride], kv_head, 0);
     for (; slot < kv.block_size && pos < end; ++slot, ++pos) {
       fn(pos - begin, base + static_cast<size_t>(slot) * kv.head_dim);
     }
@@ -152,18 +152,19 @@ void PagedAttentionRef(const PagedAttentionParams<float>& p) {
   for (int32_t t = 0; t < kv.num_tokens; ++t) {
     const int32_t s = seq_of[t];
     CheckToken(kv, s, t);
-    const int32_t n = kv.positions[t] + 1;
+    const int32_t first = kv.WindowStart(kv.positions[t]);
+    const int32_t n = kv.positions[t] + 1 - first;
     scores.assign(n, 0.0);
     for (int32_t h = 0; h < p.num_heads; ++h) {
       const int32_t kvh = h / group;
       const float* q = p.q + static_cast<int64_t>(t) * p.q_stride + static_cast<int64_t>(h) * d;
       double m = -std::numeric_limits<double>::infinity();
-      for (int32_t pos = 0; pos < n; ++pos) {
-        const float* k = kv.k_cache + kv.PositionOffset(s, kvh, pos);
+      for (int32_t i = 0; i < n; ++i) {
+        const float* k = kv.k_cache + kv.PositionOffset(s, kvh, first + i);
         double dot = 0.0;
         for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(q[j]) * k[j];
-        scores[pos] = dot * p.scale;
-        m = std::max(m, scores[pos]);
+        scores[i] = dot * p.scale;
+        m = std::max(m, scores[i]);
       }
       double sum = 0.0;
       for (double& sc : scores) {
@@ -173,8 +174,8 @@ void PagedAttentionRef(const PagedAttentionParams<float>& p) {
       float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
       for (int32_t j = 0; j < d; ++j) {
         double o = 0.0;
-        for (int32_t pos = 0; pos < n; ++pos) {
-          o += scores[pos] * kv.v_cache[kv.PositionOffset(s, kvh, pos) + j];
+        for (int32_t i = 0; i < n; ++i) {
+          o += scores[i] * kv.v_cache[kv.PositionOffset(s, kvh, first + i) + j];
         }
         out[j] = static_cast<float>(o / sum);
       }
@@ -186,6 +187,8 @@ namespace {
 
 // How PagedAttention splits each token's context: into partitions of
 // partition_size positions (flash-decoding), or one partition when it is 0.
+// Partition i covers positions [i * partition_size, (i + 1) * partition_size)
+// clipped to the token's window, so the partitions before FirstPart are empty.
 struct Partitioning {
   bool split;
   int32_t parts;  // partitions per (token, head) in the partial buffers
@@ -193,6 +196,9 @@ struct Partitioning {
   int32_t NumParts(const PagedAttentionParams<float>& p, int32_t t) const {
     const int32_t n = p.kv.positions[t] + 1;
     return split ? (n + p.partition_size - 1) / p.partition_size : 1;
+  }
+  int32_t FirstPart(const PagedAttentionParams<float>& p, int32_t t) const {
+    return split ? p.kv.WindowStart(p.kv.positions[t]) / p.partition_size : 0;
   }
 };
 
@@ -223,7 +229,8 @@ AttendFn AttendForCpu(int32_t head_dim) {
 }
 
 // One kv head's results for its query heads: normalised into out when the
-// context is one partition, else kept as a partial for the reduce.
+// context is one partition (n_parts counts the non-empty ones), else kept as
+// a partial for the reduce.
 void StoreItem(const PagedAttentionParams<float>& p, const Partitioning& parts, const Item& it,
                int32_t part, int32_t n_parts, const float* acc, const float* maxes,
                const float* sums) {
@@ -262,9 +269,12 @@ void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts
       const int32_t kvh = static_cast<int32_t>(idx / parts.parts % kv.num_kv_heads);
       const int32_t t = static_cast<int32_t>(idx / parts.parts / kv.num_kv_heads);
       const int32_t n_parts = parts.NumParts(p, t);
-      if (part >= n_parts || tiled[t]) continue;
+      const int32_t first_part = parts.FirstPart(p, t);
+      if (part < first_part || part >= n_parts || tiled[t]) continue;
       const int32_t n = kv.positions[t] + 1;
-      const Item it{seq_of[t], t, kvh, parts.split ? part * p.partition_size : 0,
+      const int32_t first = kv.WindowStart(kv.positions[t]);
+      const Item it{seq_of[t], t, kvh,
+                    parts.split ? std::max(first, part * p.partition_size) : first,
                     parts.split ? std::min(n, (part + 1) * p.partition_size) : n};
       const int32_t len = it.end - it.begin;
       scratch.resize(static_cast<size_t>(group) * (len + d + 2));
@@ -273,7 +283,7 @@ void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts
       float* maxes = acc + group * d;
       float* sums = maxes + group;
       attend(p, it, scores, acc, maxes, sums);
-      StoreItem(p, parts, it, part, n_parts, acc, maxes, sums);
+      StoreItem(p, parts, it, part, n_parts - first_part, acc, maxes, sums);
     }
   });
 }
@@ -284,14 +294,15 @@ void ReduceHead(const PagedAttentionParams<float>& p, const Partitioning& parts,
   const int32_t t = static_cast<int32_t>(th / p.num_heads);
   const int32_t h = static_cast<int32_t>(th % p.num_heads);
   const int32_t n_parts = parts.NumParts(p, t);
-  if (n_parts == 1) return;
+  const int32_t first_part = parts.FirstPart(p, t);
+  if (n_parts - first_part == 1) return;
   const int64_t base = th * parts.parts;
   float m = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < n_parts; ++i) m = std::max(m, p.partial_max[base + i]);
+  for (int32_t i = first_part; i < n_parts; ++i) m = std::max(m, p.partial_max[base + i]);
   float total = 0.0f;
   float* out = p.out + static_cast<int64_t>(t) * p.out_stride + static_cast<int64_t>(h) * d;
   std::fill(out, out + d, 0.0f);
-  for (int32_t i = 0; i < n_parts; ++i) {
+  for (int32_t i = first_part; i < n_parts; ++i) {
     const float w = std::exp(p.partial_max[base + i] - m);
     total += w * p.partial_sum[base + i];
     const float* po = p.partial_out + (base + i) * d;

@@ -24,7 +24,7 @@ void RowOffsets(const PagedKv<float>& kv, const AttendItem& it, std::vector<size
   const int32_t* table = kv.block_tables + static_cast<size_t>(it.seq) * kv.max_blocks_per_seq;
   int32_t slot = it.begin % kv.block_size;
   for (int32_t b = it.begin / kv.block_size, pos = it.begin; pos < it.end; ++b, slot = 0) {
-    const size_t base = kv.Offset(table[b], it.kv_head, 0);
+    const size_t base = kv.Offset(table[static_cast<size_t>(b) * kv.block_stride], it.kv_head, 0);
     for (; slot < kv.block_size && pos < it.end; ++slot, ++pos) {
       offsets.push_back(base + static_cast<size_t>(slot) * kv.head_dim);
     }

@@ -99,13 +99,14 @@ LOOM_PREFILL_AVX2 inline float SumOf(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 
-// Online softmax over one chunk of one row: its first `valid` scores are
-// real (the rest masked), at least one is. Scores become probabilities
-// relative to the new running max, to which the row's sum and output are
-// rescaled.
-LOOM_PREFILL_AVX2 void SoftmaxChunkRow(int32_t valid, int32_t dp, float* s, float& row_max,
-                                       float& row_sum, float* o) {
-  for (int32_t c = valid; c < kChunk; ++c) s[c] = -std::numeric_limits<float>::infinity();
+// Online softmax over one chunk of one row: its scores [lo, hi) are real (the
+// rest masked: causal past hi, outside the sliding window before lo), at
+// least one is. Scores become probabilities relative to the new running max,
+// to which the row's sum and output are rescaled.
+LOOM_PREFILL_AVX2 void SoftmaxChunkRow(int32_t lo_valid, int32_t hi_valid, int32_t dp, float* s,
+                                       float& row_max, float& row_sum, float* o) {
+  for (int32_t c = 0; c < lo_valid; ++c) s[c] = -std::numeric_limits<float>::infinity();
+  for (int32_t c = hi_valid; c < kChunk; ++c) s[c] = -std::numeric_limits<float>::infinity();
   const __m256 lo = _mm256_loadu_ps(s);
   const __m256 hi = _mm256_loadu_ps(s + 8);
   const float new_max = std::max(row_max, MaxOf(_mm256_max_ps(lo, hi)));
@@ -126,13 +127,14 @@ LOOM_PREFILL_AVX2 void SoftmaxChunkRow(int32_t valid, int32_t dp, float* s, floa
   row_max = new_max;
 }
 
-// Positions [p0, p0 + count) for the tile's rows from first_row on (the rows
-// of tokens at position p0 or later).
+// Positions [p0, p0 + count) for the tile's rows [first_row, end_row): the
+// rows of tokens at position p0 or later whose window starts in the chunk or
+// before it.
 void AttendChunk(const PagedAttentionParams<float>& p, const QueryTile& tile, int32_t group,
-                 int32_t dp, int32_t p0, int32_t count, int32_t first_row, TileScratch& scratch) {
+                 int32_t dp, int32_t p0, int32_t count, int32_t first_row, int32_t end_row,
+                 TileScratch& scratch) {
   const int32_t d = p.kv.head_dim;
-  const int32_t rows = (tile.end - tile.begin) * group;
-  const int32_t active = rows - first_row;
+  const int32_t active = end_row - first_row;
   GatherChunk(p.kv, tile, p0, count, dp, scratch);
   float* s = scratch.s.data() + static_cast<int64_t>(first_row) * kChunk;
   panels::Gemm({.a = scratch.q.data() + static_cast<int64_t>(first_row) * dp,
@@ -142,10 +144,11 @@ void AttendChunk(const PagedAttentionParams<float>& p, const QueryTile& tile, in
                 .ldc = kChunk,
                 .m = active,
                 .k = d});
-  for (int32_t r = first_row; r < rows; ++r) {
+  for (int32_t r = first_row; r < end_row; ++r) {
     const int32_t position = p.kv.positions[tile.begin + r / group];
-    const int32_t valid = std::min(count, position - p0 + 1);
-    SoftmaxChunkRow(valid, dp, scratch.s.data() + static_cast<int64_t>(r) * kChunk,
+    const int32_t lo_valid = std::max(0, p.kv.WindowStart(position) - p0);
+    const int32_t hi_valid = std::min(count, position - p0 + 1);
+    SoftmaxChunkRow(lo_valid, hi_valid, dp, scratch.s.data() + static_cast<int64_t>(r) * kChunk,
                     scratch.row_max[r], scratch.row_sum[r],
                     scratch.o.data() + static_cast<int64_t>(r) * dp);
   }
@@ -170,11 +173,17 @@ void AttendTile(const PagedAttentionParams<float>& p, const QueryTile& tile, Til
   scratch.Reset(rows, d, dp);
   LoadQueries(p, tile, group, dp, scratch.q.data());
   const int32_t context = p.kv.positions[tile.end - 1] + 1;
-  int32_t first_token = tile.begin;
-  for (int32_t p0 = 0; p0 < context; p0 += kChunk) {
+  // Window starts grow with the position, so the rows a chunk serves are
+  // one contiguous run that moves forward.
+  int32_t first_token = tile.begin, end_token = tile.begin;
+  for (int32_t p0 = p.kv.WindowStart(p.kv.positions[tile.begin]); p0 < context; p0 += kChunk) {
+    const int32_t count = std::min(kChunk, context - p0);
     while (p.kv.positions[first_token] < p0) ++first_token;
-    AttendChunk(p, tile, group, dp, p0, std::min(kChunk, context - p0),
-                (first_token - tile.begin) * group, scratch);
+    while (end_token < tile.end && p.kv.WindowStart(p.kv.positions[end_token]) < p0 + count) {
+      ++end_token;
+    }
+    AttendChunk(p, tile, group, dp, p0, count, (first_token - tile.begin) * group,
+                (end_token - tile.begin) * group, scratch);
   }
   for (int32_t r = 0; r < rows; ++r) {
     const int32_t t = tile.begin + r / group;

@@ -113,60 +113,58 @@ void DecodeQ3_K(const std::byte* block, float* out) {
   }
 }
 
-void DecodeQ4_K(const std::byte* block, float* out) {
+void DecodeQ4_KSub(const std::byte* block, int s, float* out) {
   const auto b = Load<BlockQ4_K>(block);
   const float d = HalfToFloat(b.d);
   const float dmin = HalfToFloat(b.dmin);
-  for (int g = 0; g < 4; ++g) {
-    const uint8_t* q = b.qs + 32 * g;
-    uint8_t sc, mn;
-    ScaleMinK4(2 * g, b.scales, sc, mn);
-    const float d1 = d * sc, m1 = dmin * mn;
-    ScaleMinK4(2 * g + 1, b.scales, sc, mn);
-    const float d2 = d * sc, m2 = dmin * mn;
-    for (int l = 0; l < 32; ++l) *out++ = d1 * (q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l) *out++ = d2 * (q[l] >> 4) - m2;
-  }
+  const uint8_t* q = b.qs + 32 * (s / 2);
+  uint8_t sc, mn;
+  ScaleMinK4(s, b.scales, sc, mn);
+  const float d1 = d * sc, m1 = dmin * mn;
+  const int shift = 4 * (s % 2);
+  for (int l = 0; l < 32; ++l) out[l] = d1 * ((q[l] >> shift) & 0x0f) - m1;
 }
 
-void DecodeQ5_K(const std::byte* block, float* out) {
+void DecodeQ5_KSub(const std::byte* block, int s, float* out) {
   const auto b = Load<BlockQ5_K>(block);
   const float d = HalfToFloat(b.d);
   const float dmin = HalfToFloat(b.dmin);
-  for (int g = 0; g < 4; ++g) {
-    const uint8_t* ql = b.qs + 32 * g;
-    const uint8_t u1 = static_cast<uint8_t>(1 << (2 * g));
-    const uint8_t u2 = static_cast<uint8_t>(2 << (2 * g));
-    uint8_t sc, mn;
-    ScaleMinK4(2 * g, b.scales, sc, mn);
-    const float d1 = d * sc, m1 = dmin * mn;
-    ScaleMinK4(2 * g + 1, b.scales, sc, mn);
-    const float d2 = d * sc, m2 = dmin * mn;
-    for (int l = 0; l < 32; ++l) *out++ = d1 * ((ql[l] & 0x0f) + (b.qh[l] & u1 ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) *out++ = d2 * ((ql[l] >> 4) + (b.qh[l] & u2 ? 16 : 0)) - m2;
+  const uint8_t* ql = b.qs + 32 * (s / 2);
+  const uint8_t u = static_cast<uint8_t>(1 << s);
+  uint8_t sc, mn;
+  ScaleMinK4(s, b.scales, sc, mn);
+  const float d1 = d * sc, m1 = dmin * mn;
+  const int shift = 4 * (s % 2);
+  for (int l = 0; l < 32; ++l) {
+    out[l] = d1 * (((ql[l] >> shift) & 0x0f) + (b.qh[l] & u ? 16 : 0)) - m1;
   }
 }
 
-void DecodeQ6_K(const std::byte* block, float* out) {
+void DecodeQ6_KSub(const std::byte* block, int s, float* out) {
   const auto b = Load<BlockQ6_K>(block);
   const float d = HalfToFloat(b.d);
-  for (int half = 0; half < 2; ++half) {
-    const uint8_t* ql = b.ql + 64 * half;
-    const uint8_t* qh = b.qh + 32 * half;
-    const int8_t* sc = b.scales + 8 * half;
-    float* y = out + 128 * half;
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = static_cast<int8_t>((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int q2 = static_cast<int8_t>((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * sc[is] * q1;
-      y[l + 32] = d * sc[is + 2] * q2;
-      y[l + 64] = d * sc[is + 4] * q3;
-      y[l + 96] = d * sc[is + 6] * q4;
-    }
+  const int half = s / 4, quarter = s % 4;
+  const uint8_t* ql = b.ql + 64 * half + 32 * (quarter % 2);
+  const uint8_t* qh = b.qh + 32 * half;
+  const int8_t* sc = b.scales + 8 * half + 2 * quarter;
+  const int shift = 4 * (quarter / 2);
+  for (int l = 0; l < 32; ++l) {
+    const int q =
+        static_cast<int8_t>(((ql[l] >> shift) & 0x0f) | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
+    out[l] = d * sc[l / 16] * q;
   }
+}
+
+void DecodeQ4_K(const std::byte* block, float* out) {
+  for (int s = 0; s < 8; ++s) DecodeQ4_KSub(block, s, out + 32 * s);
+}
+
+void DecodeQ5_K(const std::byte* block, float* out) {
+  for (int s = 0; s < 8; ++s) DecodeQ5_KSub(block, s, out + 32 * s);
+}
+
+void DecodeQ6_K(const std::byte* block, float* out) {
+  for (int s = 0; s < 8; ++s) DecodeQ6_KSub(block, s, out + 32 * s);
 }
 
 const WideFormat* WideFormatOf(QuantType type) {

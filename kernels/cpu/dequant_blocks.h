@@ -19,6 +19,13 @@ void DecodeQ4_K(const std::byte* block, float* out);
 void DecodeQ5_K(const std::byte* block, float* out);
 void DecodeQ6_K(const std::byte* block, float* out);
 
+// Values [32 s, 32 s + 32) of a Q4_K, Q5_K or Q6_K block (s in [0, 8)), with
+// the operations of the whole-block decoders (which are built on them): the
+// quantized matmul decodes W one such step at a time.
+void DecodeQ4_KSub(const std::byte* block, int s, float* out);
+void DecodeQ5_KSub(const std::byte* block, int s, float* out);
+void DecodeQ6_KSub(const std::byte* block, int s, float* out);
+
 // A block type without register decoders: its size and its decoder.
 struct WideFormat {
   int values;  // per block

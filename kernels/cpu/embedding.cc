@@ -12,8 +12,13 @@ void EmbedRows(const EmbeddingParams<float>& p, int64_t begin, int64_t end) {
   for (int64_t t = begin; t < end; ++t) {
     const int32_t id = p.token_ids[t];
     LOOM_CHECK(id >= 0 && id < p.vocab_size) << "token id " << id;
-    std::memcpy(p.out + t * p.hidden, p.table + static_cast<int64_t>(id) * p.hidden,
-                sizeof(float) * p.hidden);
+    const float* row = p.table + static_cast<int64_t>(id) * p.hidden;
+    float* out = p.out + t * p.hidden;
+    if (p.scale == 1.0f) {
+      std::memcpy(out, row, sizeof(float) * p.hidden);
+    } else {
+      for (int32_t i = 0; i < p.hidden; ++i) out[i] = row[i] * p.scale;
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 #include "base/check.h"
 #include "base/float16.h"
 #include "kernels/cpu/dequant_blocks.h"
+#include "kernels/cpu/matmul_kquant.h"
 #include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiles.h"
 
@@ -216,14 +217,7 @@ LOOM_AVX512 void DequantAvx512(const std::byte* w, int64_t blocks, float* out) {
 #undef LOOM_AVX2
 #undef LOOM_AVX512
 
-using DequantFn = void (*)(const std::byte*, int64_t, float*);
-
-// One SIMD level's kernels for one block type: the tiles and the slice
-// dequantizer of the widening path.
-struct Kernels {
-  const tiles::TileTable<std::byte>* tiles;
-  DequantFn dequant;
-};
+using Kernels = QuantKernels;
 
 template <QuantType T>
 Kernels KernelsOfLevel(SimdLevel level) {
@@ -250,16 +244,19 @@ SimdLevel WithF16c(SimdLevel level) {
   return has_f16c ? level : SimdLevel::kScalar;
 }
 
+// Null tiles for the types decoded only by widening (Q2_K, Q3_K).
 Kernels KernelsFor(QuantType type, SimdLevel level) {
   switch (type) {
     case QuantType::kQ8_0:
       return KernelsOfLevel<QuantType::kQ8_0>(level);
     case QuantType::kQ4_0:
       return KernelsOfLevel<QuantType::kQ4_0>(level);
+    case QuantType::kQ4_1:
+      return KernelsOfLevel<QuantType::kQ4_1>(level);
     default:
       break;
   }
-  return KernelsOfLevel<QuantType::kQ4_1>(level);
+  return RegisterDecodedKernels(type, level).value_or(Kernels{nullptr, nullptr});
 }
 
 }  // namespace
@@ -323,7 +320,6 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
   level = WithF16c(level);
-  const WideFormat* wide = WideFormatOf(p.type);
   const Kernels kernels = KernelsFor(p.type, level);
   const int blocks = p.k / QuantBlockValues(p.type);
   const int64_t row_bytes = blocks * QuantBlockBytes(p.type);
@@ -336,13 +332,13 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
     int8::MatmulInt8(p, pool, rows_per_task);
     return;
   }
-  if (p.m >= kWidenMinRows || wide != nullptr) {
+  if (p.m >= kWidenMinRows || kernels.tiles == nullptr) {
     tiles::RunWidened(ops, pool, level, rows_per_task, kRowsPerSlice,
                       [&](const std::byte* rows, int64_t count, float* out) {
-                        if (wide != nullptr) {
-                          DequantizeBlocks(p.type, rows, count * p.k, out);
-                        } else {
+                        if (kernels.dequant != nullptr) {
                           kernels.dequant(rows, count * blocks, out);
+                        } else {
+                          DequantizeBlocks(p.type, rows, count * p.k, out);
                         }
                       });
     return;

@@ -1,8 +1,8 @@
 // y = x W^T with W kept in ggml's quantized blocks (0.56 to 1.06 bytes per
 // weight instead of bfloat16's 2, and weight bytes are what bound decode on
 // the CPU), x and y float32. Blocks are decoded to float32 exactly as the GGUF
-// dequantizer does (Q8_0, Q4_0, Q4_1 in registers for a few rows of x, per
-// task slice for more; the other types per task slice at every m) and
+// dequantizer does (in registers for a few rows of x, per task slice for more;
+// Q2_K and Q3_K per task slice at every m) and
 // multiplied in float32 like Matmul, so the result is bit-identical to
 // dequantizing W and calling Matmul, for any m. With quantize_x, Q4_0 and Q4_1
 // from 33 rows of x on (prefill) with AVX2 multiply int8-quantized x on the
@@ -18,8 +18,9 @@
 
 namespace loom::kernels::cpu {
 
-// Q8_0, Q4_0, Q4_1 decode in the matmul's registers; the others are widened
-// to float32 per slice of W (at every m) and multiplied by Matmul's kernels.
+// All but Q2_K and Q3_K decode in the matmul's registers (Q5_0, Q5_1 and the
+// other K-quants in matmul_kquant.cc); those two are widened to float32 per
+// slice of W (at every m) and multiplied by Matmul's kernels.
 enum class QuantType { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
 
 const char* QuantTypeName(QuantType type);

@@ -9,7 +9,8 @@ namespace loom::kernels::cpu {
 namespace {
 
 // Sixteen independent partial sums: the compiler vectorises them without
-// reassociating a single running sum.
+// reassociating a single running sum. out may be residual itself (x null):
+// every value is read for the sum before any is written.
 __attribute__((always_inline)) inline void NormRowBody(const float* x, float* residual,
                                                        const float* weight, float* out,
                                                        int32_t hidden, float eps) {
@@ -43,6 +44,14 @@ void NormRowScalar(const float* x, float* residual, const float* weight, float* 
   NormRowBody(x, residual, weight, out, hidden, eps);
 }
 
+using NormRowFn = void (*)(const float*, float*, const float*, float*, int32_t, float);
+
+NormRowFn NormRowForCpu() {
+  return DetectedSimd() == SimdLevel::kAvx512 ? NormRowAvx512
+         : DetectedSimd() == SimdLevel::kAvx2 ? NormRowAvx2
+                                              : NormRowScalar;
+}
+
 }  // namespace
 
 void RmsNormRef(const RmsNormParams<float>& p) {
@@ -60,10 +69,30 @@ void RmsNormRef(const RmsNormParams<float>& p) {
   }
 }
 
+void HeadRmsNormRef(const HeadRmsNormParams<float>& p) {
+  for (int32_t t = 0; t < p.num_tokens; ++t) {
+    for (int32_t h = 0; h < p.num_heads; ++h) {
+      float* x =
+          p.x + static_cast<int64_t>(t) * p.row_stride + static_cast<int64_t>(h) * p.head_dim;
+      RmsNormRef({nullptr, x, p.weight, x, 1, p.head_dim, p.eps});
+    }
+  }
+}
+
+void HeadRmsNorm(const HeadRmsNormParams<float>& p, ParallelFor& pool) {
+  const NormRowFn row = NormRowForCpu();
+  pool.Run(p.num_tokens, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (int32_t h = 0; h < p.num_heads; ++h) {
+        float* x = p.x + t * p.row_stride + static_cast<int64_t>(h) * p.head_dim;
+        row(nullptr, x, p.weight, x, p.head_dim, p.eps);
+      }
+    }
+  });
+}
+
 void RmsNorm(const RmsNormParams<float>& p, ParallelFor& pool) {
-  auto* row = DetectedSimd() == SimdLevel::kAvx512 ? NormRowAvx512
-              : DetectedSimd() == SimdLevel::kAvx2 ? NormRowAvx2
-                                                   : NormRowScalar;
+  const NormRowFn row = NormRowForCpu();
   pool.Run(p.num_tokens, 4, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       row(p.x ? p.x + t * p.hidden : nullptr, p.residual + t * p.hidden, p.weight,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -41,6 +42,29 @@ void ApplyPenalties(const SamplingRowParams& r, float* logits, int32_t vocab) {
     LOOM_CHECK(r.bias_token_ids[i] >= 0 && r.bias_token_ids[i] < vocab);
     logits[r.bias_token_ids[i]] += r.bias_values[i];
   }
+}
+
+// Step 2's mask: -inf for every token the row does not allow. Whole words of
+// allowed tokens are skipped.
+void ApplyMask(const SamplingRowParams& r, float* logits, int32_t vocab) {
+  for (int32_t begin = 0; begin < vocab; begin += 32) {
+    const int32_t w = begin / 32;
+    const uint32_t bits = w < r.allowed_words ? r.allowed_tokens[w] : 0u;
+    if (bits == ~0u) continue;
+    const int32_t end = std::min(vocab, begin + 32);
+    for (int32_t t = begin; t < end; ++t) {
+      if (((bits >> (t - begin)) & 1u) == 0) logits[t] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+// The token of a masked row whose allowed tokens all have logit -inf (or that
+// allows none): the lowest allowed id, else 0.
+int32_t LowestAllowed(const SamplingRowParams& r, int32_t vocab) {
+  for (int32_t t = 0; t < vocab; ++t) {
+    if (TokenAllowed(r.allowed_tokens, r.allowed_words, t)) return t;
+  }
+  return 0;
 }
 
 float LogSumExp(const float* logits, int32_t vocab) {
@@ -129,12 +153,21 @@ void SampleRow(const SamplingBatchParams& p, int32_t row) {
   const SamplingRowParams& r = p.rows[row];
   float* logits = p.logits + static_cast<int64_t>(row) * p.vocab_size;
   ApplyPenalties(r, logits, p.vocab_size);
-  const int32_t token = IsGreedyTemperature(r.temperature) ? Argmax(logits, p.vocab_size)
-                                                           : Draw(r, logits, p.vocab_size);
+  bool none_allowed = false;
+  if (r.allowed_tokens != nullptr) {
+    ApplyMask(r, logits, p.vocab_size);
+    none_allowed =
+        !(logits[Argmax(logits, p.vocab_size)] > -std::numeric_limits<float>::infinity());
+  }
+  const int32_t token = none_allowed                         ? LowestAllowed(r, p.vocab_size)
+                        : IsGreedyTemperature(r.temperature) ? Argmax(logits, p.vocab_size)
+                                                             : Draw(r, logits, p.vocab_size);
   p.out_token_ids[row] = token;
   if (r.num_logprobs < 0) return;
   LOOM_CHECK_LE(r.num_logprobs, p.max_top_logprobs);
-  const float lse = LogSumExp(logits, p.vocab_size);
+  // A row with nothing allowed has no distribution: every logprob is -inf.
+  const float lse =
+      none_allowed ? std::numeric_limits<float>::infinity() : LogSumExp(logits, p.vocab_size);
   p.out_logprobs[row] = logits[token] - lse;
   if (r.num_logprobs == 0) return;
   std::vector<int32_t> ids(p.vocab_size);

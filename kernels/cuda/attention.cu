@@ -8,6 +8,8 @@
 // Decodes with partition_size > 0 split each context into partitions
 // (flash-decoding) whose unnormalised outputs, maxima and exp-sums a reduce
 // kernel combines; a context that fits in one partition is written directly.
+// With a sliding window a token's positions start at its window: partitions
+// wholly before it are neither computed nor reduced.
 #include <climits>
 
 #include "kernels/cuda/cuda_check.h"
@@ -19,7 +21,10 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kMaxGroup = 8;  // query heads per kv head
+// Query heads per kv head a block serves: 8, or 4 for head_dim 256 so that
+// the block's shared memory stays within 48 KiB.
+template <int kHeadDim>
+inline constexpr int kMaxGroupOf = kHeadDim > 128 ? 4 : 8;
 constexpr int kChunk = 256;
 constexpr int kUnroll = 4;
 
@@ -61,7 +66,7 @@ struct RowLayout {
 
 // q_s = the group's query heads times the scale; the running max and exp-sum
 // start empty.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kMaxGroup = kMaxGroupOf<kHeadDim>>
 __device__ __forceinline__ void LoadQuery(const PagedAttentionParams<T>& p, const PartitionLane& pl,
                                           float (&q_s)[kMaxGroup][kHeadDim],
                                           float (&m_s)[kMaxGroup], float (&l_s)[kMaxGroup]) {
@@ -78,7 +83,7 @@ __device__ __forceinline__ void LoadQuery(const PagedAttentionParams<T>& p, cons
 }
 
 // K pass: scores[g][r] = q_g . k_r for the n rows of the chunk.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kMaxGroup = kMaxGroupOf<kHeadDim>>
 __device__ __forceinline__ void ScoreChunk(const PagedAttentionParams<T>& p,
                                            const PartitionLane& pl, int chunk, int n,
                                            const float (&q_s)[kMaxGroup][kHeadDim],
@@ -118,6 +123,7 @@ __device__ __forceinline__ void ScoreChunk(const PagedAttentionParams<T>& p,
 // Online softmax: one warp per query head of the group turns the chunk's
 // scores into exp(score - new max), and rescales the running exp-sum by
 // alpha = exp(old max - new max).
+template <int kMaxGroup>
 __device__ __forceinline__ void OnlineSoftmax(const PartitionLane& pl, int n,
                                               float (&scores)[kMaxGroup][kChunk],
                                               float (&m_s)[kMaxGroup], float (&l_s)[kMaxGroup],
@@ -145,7 +151,7 @@ __device__ __forceinline__ void OnlineSoftmax(const PartitionLane& pl, int n,
 
 // Sums the rows of each warp, then the warps, and writes the partition: a
 // partial (unnormalised output, max, exp-sum) for the reduce, or the output.
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kMaxGroup = kMaxGroupOf<kHeadDim>>
 __device__ __forceinline__ void WritePartition(
     const PagedAttentionParams<T>& p, const PartitionLane& pl, int part, bool write_partial,
     const float (&acc)[kMaxGroup][Vec16<T>::kVec], float (&red)[kWarps][kMaxGroup][kHeadDim],
@@ -189,6 +195,7 @@ template <typename T, int kHeadDim>
 __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_head, int part,
                                 int part_size, bool split) {
   using L = RowLayout<T, kHeadDim>;
+  constexpr int kMaxGroup = kMaxGroupOf<kHeadDim>;
   __shared__ __align__(16) float q_s[kMaxGroup][kHeadDim];
   __shared__ float scores[kMaxGroup][kChunk];
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup], alpha_s[kMaxGroup];
@@ -196,9 +203,11 @@ __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_
 
   const int group = p.num_heads / p.kv.num_kv_heads;
   const int ctx = p.kv.positions[t] + 1;
-  const int begin = part * part_size;
-  const int end = min(ctx, begin + part_size);
-  const bool write_partial = split && ctx > part_size;
+  const int first = p.kv.WindowStart(p.kv.positions[t]);
+  const int begin = max(first, part * part_size);
+  const int end = min(ctx, part * part_size + part_size);
+  // A partial unless the window lies in this one partition.
+  const bool write_partial = split && first / part_size != (ctx - 1) / part_size;
   const int seq = FindSeq(p.kv.query_start, p.kv.num_seqs, t);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sub = lane / L::kTpr, d0 = (lane % L::kTpr) * L::kVec;
@@ -217,7 +226,7 @@ __device__ void AttendPartition(const PagedAttentionParams<T>& p, int t, int kv_
     const int n = min(kChunk, end - chunk);
     ScoreChunk<T, kHeadDim>(p, pl, chunk, n, q_s, scores);
     __syncthreads();
-    OnlineSoftmax(pl, n, scores, m_s, l_s, alpha_s);
+    OnlineSoftmax<kMaxGroup>(pl, n, scores, m_s, l_s, alpha_s);
     __syncthreads();
     // V pass: acc_g = alpha_g * acc_g + sum_r p_gr v_r.
 #pragma unroll
@@ -263,7 +272,8 @@ __global__ void __launch_bounds__(kThreads)
   const int t = blockIdx.x, kv_head = blockIdx.y;
   const int ctx = p.kv.positions[t] + 1;
   const int parts = split ? min((ctx + part_size - 1) / part_size, p.max_partitions) : 1;
-  for (int part = blockIdx.z; part < parts; part += gridDim.z) {
+  const int first_part = split ? p.kv.WindowStart(p.kv.positions[t]) / part_size : 0;
+  for (int part = first_part + blockIdx.z; part < parts; part += gridDim.z) {
     AttendPartition<T, kHeadDim>(p, t, kv_head, part, part_size, split);
     __syncthreads();
   }
@@ -275,12 +285,13 @@ __global__ void ReduceKernel(PagedAttentionParams<T> p) {
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   const int ctx = p.kv.positions[t] + 1;
   const int parts = min((ctx + p.partition_size - 1) / p.partition_size, p.max_partitions);
-  if (parts <= 1) return;
+  const int first_part = p.kv.WindowStart(p.kv.positions[t]) / p.partition_size;
+  if (parts - first_part <= 1) return;
   const int64_t row = (static_cast<int64_t>(t) * p.num_heads + head) * p.max_partitions;
   float m = -FLT_MAX;
-  for (int i = 0; i < parts; ++i) m = fmaxf(m, p.partial_max[row + i]);
+  for (int i = first_part; i < parts; ++i) m = fmaxf(m, p.partial_max[row + i]);
   float sum = 0.0f, o = 0.0f;
-  for (int i = 0; i < parts; ++i) {
+  for (int i = first_part; i < parts; ++i) {
     const float w = __expf(p.partial_max[row + i] - m);
     sum += w * p.partial_sum[row + i];
     o += w * p.partial_out[(row + i) * kHeadDim + d];
@@ -309,7 +320,7 @@ template <typename T>
 absl::Status PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream) {
   const int kv_heads = p.kv.num_kv_heads;
   LOOM_KERNEL_CHECK(kv_heads > 0 && p.num_heads % kv_heads == 0);
-  LOOM_KERNEL_CHECK(p.num_heads / kv_heads <= kMaxGroup);
+  LOOM_KERNEL_CHECK(p.num_heads / kv_heads <= (p.kv.head_dim > 128 ? kMaxGroupOf<256> : 8));
   LOOM_KERNEL_CHECK(p.q_stride % Vec16<T>::kVec == 0);
   if (p.partition_size > 0) {
     LOOM_KERNEL_CHECK(p.partition_size % p.kv.block_size == 0 && p.max_partitions > 0);
@@ -325,9 +336,13 @@ absl::Status PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t strea
       return Launch<T, 64>(p, stream);
     case 128:
       return Launch<T, 128>(p, stream);
+    case 256:
+      // A float row of 256 is more than a warp's 16-byte loads.
+      if constexpr (sizeof(T) == 2) return Launch<T, 256>(p, stream);
+      [[fallthrough]];
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("attention head_dim ", p.kv.head_dim, " unsupported (16, 32, 64, 128)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attention head_dim ", p.kv.head_dim, " unsupported (16, 32, 64, 128; 256 in bf16)"));
   }
 }
 

@@ -20,12 +20,15 @@ namespace loom::kernels::cuda {
 
 enum class AttentionKernel { kV1, kV2 };
 
-// v2 serves pure decode steps (one query token per sequence); every other step
-// keeps v1. Host-only, so the dispatch is unit-tested without a GPU.
+// v2 serves pure decode steps (one query token per sequence) over the whole
+// context of a plain table; every other step, sliding-window layers and
+// interleaved tables of several layer groups keep v1. Host-only,
+// so the dispatch is unit-tested without a GPU.
 template <typename T>
 bool AttentionV2Applies(const PagedAttentionParams<T>& p) {
   const int32_t bs = p.kv.block_size;
-  return p.kv.num_tokens > 0 && p.kv.num_tokens == p.kv.num_seqs && bs > 0 && (bs & (bs - 1)) == 0;
+  return p.kv.num_tokens > 0 && p.kv.num_tokens == p.kv.num_seqs && bs > 0 &&
+         (bs & (bs - 1)) == 0 && p.kv.sliding_window == 0 && p.kv.block_stride == 1;
 }
 
 // Launch grid of v2: (token, kv head, partition slot). Partitions past

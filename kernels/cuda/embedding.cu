@@ -1,4 +1,5 @@
-// Embedding gather: one block per token copies its table row in 16-byte pieces.
+// Embedding gather: one block per token copies its table row in 16-byte pieces
+// (scaled in float32 when the params ask for it).
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/ops.h"
@@ -16,6 +17,10 @@ __global__ void EmbeddingKernel(EmbeddingParams<T> p) {
   for (int i = threadIdx.x * kVec; i < p.hidden; i += blockDim.x * kVec) {
     Vec16<T> v;
     v.Load(src + i);
+    if (p.scale != 1.0f) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) v.Set(e, v.Get(e) * p.scale);
+    }
     v.Store(dst + i);
   }
 }

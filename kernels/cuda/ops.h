@@ -27,16 +27,23 @@ absl::Status Embedding(const EmbeddingParams<T>& p, cudaStream_t stream);
 template <typename T>
 absl::Status RmsNorm(const RmsNormParams<T>& p, cudaStream_t stream);
 
+// head_dim up to 512.
+template <typename T>
+absl::Status HeadRmsNorm(const HeadRmsNormParams<T>& p, cudaStream_t stream);
+
 template <typename T>
 absl::Status RopeKvWrite(const RopeKvWriteParams<T>& p, cudaStream_t stream);
 
 template <typename T>
 absl::Status SiluMul(const SiluMulParams<T>& p, cudaStream_t stream);
+template <typename T>
+absl::Status GeluTanhMul(const SiluMulParams<T>& p, cudaStream_t stream);
 
 // Decodes (one query token per sequence) with partition_size > 0 run the
 // split-K kernel and its reduce; every other step runs one pass per token with
-// an online softmax over its whole context. head_dim 16, 32, 64 or 128; at most
-// 8 query heads per kv head.
+// an online softmax over its whole context (or its sliding window). head_dim
+// 16, 32, 64 or 128 with at most 8 query heads per kv head, or 256 (bf16)
+// with at most 4.
 template <typename T>
 absl::Status PagedAttention(const PagedAttentionParams<T>& p, cudaStream_t stream);
 

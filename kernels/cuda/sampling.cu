@@ -4,6 +4,8 @@
 // nothing is sorted; tokens with a logit equal to a cut-off are kept together,
 // as on the CPU.
 // The draw walks the kept tokens in id order, as the CPU recipe does.
+#include <cfloat>
+
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/cuda_check.h"
@@ -132,6 +134,19 @@ __device__ int DrawInIdOrder(const float* row, int vocab, uint32_t threshold, F 
   return picked != INT_MAX ? picked : last;
 }
 
+// The lowest id the mask allows, or 0 when it allows none.
+__device__ int LowestAllowed(const uint32_t* mask, int words, int vocab, float* scratch) {
+  float lowest = static_cast<float>(vocab);
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    if (TokenAllowed(mask, words, i)) {
+      lowest = static_cast<float>(i);
+      break;
+    }
+  }
+  const float best = -BlockMax(-lowest, scratch);
+  return best < static_cast<float>(vocab) ? static_cast<int>(best) : 0;
+}
+
 __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
   __shared__ float scratch[32];
   __shared__ Best best_scratch[32];
@@ -155,6 +170,15 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
     atomicAdd(&logits[p.bias_ids[row.bias_begin + i]], p.bias_values[row.bias_begin + i]);
   }
   __syncthreads();
+  // The token mask (structured outputs): -inf for every token not allowed.
+  const bool masked = row.mask_begin >= 0;
+  if (masked) {
+    const uint32_t* mask = p.masks + row.mask_begin;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      if (!TokenAllowed(mask, row.mask_words, i)) logits[i] = -INFINITY;
+    }
+    __syncthreads();
+  }
 
   // 3. log_softmax statistics and the top logprobs.
   const Best top = NextBest(logits, vocab, INFINITY, -1, best_scratch);
@@ -172,9 +196,13 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
     }
   }
 
-  // 4-5. Greedy, or the filtered seeded draw.
+  // 4-5. Greedy, or the filtered seeded draw. A masked row whose allowed
+  // tokens all have logit -inf (or that allows none) takes its lowest
+  // allowed id, as on the CPU.
   int token = top.i;
-  if (!IsGreedyTemperature(row.temperature)) {
+  if (masked && !(top.v > -INFINITY)) {
+    token = LowestAllowed(p.masks + row.mask_begin, row.mask_words, vocab, scratch);
+  } else if (!IsGreedyTemperature(row.temperature)) {
     const float inv_t = 1.0f / row.temperature;
     const float m = top.v;
     auto weight = [=](float v) { return expf((v - m) * inv_t); };
@@ -183,6 +211,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SamplingGpuParams p) {
     if (row.top_k > 0 && row.top_k < vocab) {
       threshold = Bisect(logits, vocab, 0, static_cast<float>(row.top_k), false, one, scratch);
     }
+    // Masked tokens (-inf) are never kept, even when top-k reaches them.
+    if (masked) threshold = max(threshold, OrderedKey(-FLT_MAX));
     if (row.min_p > 0.0f) {
       // p >= min_p * p_max  <=>  (v - m) / T >= log(min_p).
       const uint32_t k = OrderedKey(m + logf(row.min_p) * row.temperature);

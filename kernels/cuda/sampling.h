@@ -37,6 +37,8 @@ struct SamplingRowGpu {
   int32_t bias_begin = 0;  // into bias_ids / bias_values
   int32_t bias_count = 0;
   int32_t num_logprobs = -1;
+  int32_t mask_begin = -1;  // into SamplingGpuParams::masks; -1: every token allowed
+  int32_t mask_words = 0;
 };
 
 // Host-side packing of a batch; the vectors are uploaded as they are.
@@ -45,13 +47,15 @@ struct SamplingBatchPack {
   std::vector<PenaltyEntry> penalties;
   std::vector<int32_t> bias_ids;
   std::vector<float> bias_values;
+  std::vector<uint32_t> masks;  // the constrained rows' token masks, back to back
   void Add(const SamplingRowParams& row);
   void Clear();
 };
 
 // The most a step can pack: max_rows sampled rows, each with up to
-// min(max_history, vocab_size) distinct penalised tokens and
-// min(max_logit_bias, vocab_size) bias entries.
+// min(max_history, vocab_size) distinct penalised tokens,
+// min(max_logit_bias, vocab_size) bias entries and a token mask of
+// ceil(vocab_size / 32) words.
 struct SamplingUploadLimits {
   int32_t max_rows = 0;
   int32_t vocab_size = 0;
@@ -64,7 +68,7 @@ size_t SamplingUploadBytes(const SamplingUploadLimits& limits);
 
 // Byte offsets, from the start of the destination, of the packed arrays.
 struct SamplingUploadOffsets {
-  size_t rows = 0, penalties = 0, bias_ids = 0, bias_values = 0;
+  size_t rows = 0, penalties = 0, bias_ids = 0, bias_values = 0, masks = 0;
   size_t end = 0;  // one past the last byte written
 };
 
@@ -83,6 +87,7 @@ struct SamplingGpuParams {
   const PenaltyEntry* penalties = nullptr;
   const int32_t* bias_ids = nullptr;
   const float* bias_values = nullptr;
+  const uint32_t* masks = nullptr;
   int32_t* out_token_ids = nullptr;
   float* out_logprobs = nullptr;
   int32_t max_top_logprobs = 0;

@@ -42,6 +42,11 @@ void SamplingBatchPack::Add(const SamplingRowParams& row) {
     bias_values.push_back(row.bias_values[i]);
   }
   g.bias_count = row.num_bias;
+  if (row.allowed_tokens != nullptr) {
+    g.mask_begin = static_cast<int32_t>(masks.size());
+    g.mask_words = row.allowed_words;
+    masks.insert(masks.end(), row.allowed_tokens, row.allowed_tokens + row.allowed_words);
+  }
   rows.push_back(g);
 }
 
@@ -50,6 +55,7 @@ void SamplingBatchPack::Clear() {
   penalties.clear();
   bias_ids.clear();
   bias_values.clear();
+  masks.clear();
 }
 
 namespace {
@@ -63,8 +69,10 @@ size_t SamplingUploadBytes(const SamplingUploadLimits& l) {
   const auto rows = static_cast<size_t>(std::max(l.max_rows, 0));
   const auto history = static_cast<size_t>(std::clamp(l.max_history, 0, l.vocab_size));
   const auto bias = static_cast<size_t>(std::clamp(l.max_logit_bias, 0, l.vocab_size));
+  const auto mask_words = static_cast<size_t>((std::max(l.vocab_size, 0) + 31) / 32);
   return AlignUp(rows * sizeof(SamplingRowGpu)) + AlignUp(rows * history * sizeof(PenaltyEntry)) +
-         AlignUp(rows * bias * sizeof(int32_t)) + AlignUp(rows * bias * sizeof(float)) + kAlign;
+         AlignUp(rows * bias * sizeof(int32_t)) + AlignUp(rows * bias * sizeof(float)) +
+         AlignUp(rows * mask_words * sizeof(uint32_t)) + kAlign;
 }
 
 absl::StatusOr<SamplingUploadOffsets> PackSamplingUpload(const SamplingBatchPack& pack,
@@ -88,12 +96,13 @@ absl::StatusOr<SamplingUploadOffsets> PackSamplingUpload(const SamplingBatchPack
   o.penalties = put(pack.penalties);
   o.bias_ids = put(pack.bias_ids);
   o.bias_values = put(pack.bias_values);
+  o.masks = put(pack.masks);
   o.end = off;
   if (!fits) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("sampling inputs of ", pack.rows.size(), " rows, ", pack.penalties.size(),
-                     " penalised tokens and ", pack.bias_ids.size(), " bias entries exceed the ",
-                     capacity - begin, "-byte upload buffer"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sampling inputs of ", pack.rows.size(), " rows, ", pack.penalties.size(),
+        " penalised tokens, ", pack.bias_ids.size(), " bias entries and ", pack.masks.size(),
+        " mask words exceed the ", capacity - begin, "-byte upload buffer"));
   }
   return o;
 }

@@ -296,7 +296,7 @@ void ExpectForkSharesFullBlocks(bool caching) {
   KvCacheManager cache = Manager(10, caching);
   const std::vector<int32_t> prompt = Tokens(10);
   Admit(cache, Req(1, prompt));
-  const std::span<const BlockId> child = cache.Fork(1, 2, 10);
+  const std::span<const BlockId> child = cache.Fork(1, 2, 10).block_table;
   const std::span<const BlockId> parent = cache.BlockTable(1);
   EXPECT_THAT(child, ElementsAre(parent[0], parent[1]));
   EXPECT_THAT(cache.BlockTable(2), ElementsAre(parent[0], parent[1]));

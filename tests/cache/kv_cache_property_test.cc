@@ -19,9 +19,17 @@ namespace loom {
 namespace {
 
 constexpr int32_t kBlockSize = 4;
-constexpr int32_t kNumBlocks = 13;  // 12 usable
 constexpr size_t kMaxTokens = 40;
 constexpr size_t kMaxSeqs = 16;  // running and waiting
+
+// One page per logical block (12 usable blocks), or a hybrid layout: a full
+// page and two sliding pages (window 6) per logical block, in a pool of as
+// many logical blocks.
+KvCacheLayout Layout(bool hybrid) {
+  if (!hybrid) return {};
+  return {.groups = {{.num_pages = 1}, {.num_pages = 2, .sliding_window = 6}}};
+}
+int32_t NumBlocks(bool hybrid) { return 1 + 12 * Layout(hybrid).stride(); }
 
 struct SeqModel {
   std::vector<int32_t> tokens;
@@ -46,14 +54,30 @@ std::vector<uint64_t> PrefixFingerprints(const SeqModel& seq) {
   return fps;
 }
 
-class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t, bool>> {
+class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t, bool, bool>> {
  protected:
   KvCachePropertyTest()
       : rng_(std::get<0>(GetParam())),
-        cache_(KvCacheConfig{.num_blocks = kNumBlocks,
+        num_blocks_(NumBlocks(std::get<2>(GetParam()))),
+        stride_(Layout(std::get<2>(GetParam())).stride()),
+        cache_(KvCacheConfig{.num_blocks = num_blocks_,
                              .block_size = kBlockSize,
-                             .enable_prefix_caching = std::get<1>(GetParam())}),
-        slots_(kNumBlocks, std::vector<uint64_t>(kBlockSize, 0)) {}
+                             .enable_prefix_caching = std::get<1>(GetParam()),
+                             .layout = Layout(std::get<2>(GetParam()))}),
+        slots_(num_blocks_, std::vector<uint64_t>(kBlockSize, 0)),
+        min_free_(num_blocks_) {}
+
+  // The pool block that holds position pos of entry e of a table.
+  static BlockId At(std::span<const BlockId> table, int32_t stride, int32_t pos, int32_t e) {
+    return table[static_cast<size_t>(pos / kBlockSize) * stride + e];
+  }
+  // Whether entry e must still hold position pos for a sequence that has
+  // computed num_computed tokens: always for full pages, within the next
+  // query's window for sliding ones.
+  bool Needed(int32_t e, int32_t pos, int32_t num_computed) const {
+    return !cache_.groups().is_sliding(e) ||
+           pos / kBlockSize >= cache_.groups().FirstNeededBlock(num_computed);
+  }
 
   int32_t Uniform(int32_t lo, int32_t hi) {
     return std::uniform_int_distribution<int32_t>(lo, hi)(rng_);
@@ -101,9 +125,11 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     const std::vector<uint64_t> fps = PrefixFingerprints(seqs_.at(id));
     const std::span<const BlockId> table = cache_.BlockTable(id);
     for (int32_t pos = from; pos < to; ++pos) {
-      const BlockId block = table[static_cast<size_t>(pos / kBlockSize)];
-      ASSERT_EQ(cache_.pool().ref_cnt(block), 1) << "write into a shared block";
-      slots_[block][pos % kBlockSize] = fps[pos];
+      for (int32_t e = 0; e < stride_; ++e) {
+        const BlockId block = At(table, stride_, pos, e);
+        ASSERT_EQ(cache_.pool().ref_cnt(block), 1) << "write into a shared block";
+        slots_[block][pos % kBlockSize] = fps[pos];
+      }
     }
   }
 
@@ -111,13 +137,17 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
   void CheckContents() {
     for (const auto& [id, seq] : seqs_) {
       const std::span<const BlockId> table = cache_.BlockTable(id);
-      ASSERT_GE(table.size() * kBlockSize, static_cast<size_t>(seq.num_computed));
+      ASSERT_GE(table.size() / stride_ * kBlockSize, static_cast<size_t>(seq.num_computed));
       if (!seq.running) {
         ASSERT_TRUE(table.empty());
       }
       const std::vector<uint64_t> fps = PrefixFingerprints(seq);
       for (int32_t pos = 0; pos < seq.num_computed; ++pos) {
-        ASSERT_EQ(slots_[table[pos / kBlockSize]][pos % kBlockSize], fps[pos]);
+        for (int32_t e = 0; e < stride_; ++e) {
+          if (Needed(e, pos, seq.num_computed)) {
+            ASSERT_EQ(slots_[At(table, stride_, pos, e)][pos % kBlockSize], fps[pos]);
+          }
+        }
       }
     }
   }
@@ -130,15 +160,18 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     int32_t num_revived = 0;
     if (hits != nullptr) {
       for (BlockId block : hits->blocks) {
-        num_revived += static_cast<int>(cache_.pool().ref_cnt(block) == 0);
+        num_revived += static_cast<int>(block != kNullBlockId && cache_.pool().ref_cnt(block) == 0);
       }
     }
     if (cache_.AllocateSlots(Req(id), seq.num_computed, n, hits).has_value()) {
-      // Free cached blocks leave the free queue by revival or by eviction.
-      const int32_t num_evicted =
-          before.num_cached_free - cache_.Stats().num_cached_free - num_revived;
-      ASSERT_GE(num_evicted, 0);
-      num_evictions_ += num_evicted;
+      // Free cached blocks leave the free queue by revival or by eviction
+      // (counted with one page per block: released sliding pages join them).
+      if (!cache_.groups().has_sliding_window()) {
+        const int32_t num_evicted =
+            before.num_cached_free - cache_.Stats().num_cached_free - num_revived;
+        ASSERT_GE(num_evicted, 0);
+        num_evictions_ += num_evicted;
+      }
       num_revivals_ += num_revived;
       const int32_t start = seq.num_computed + (hits != nullptr ? hits->num_computed_tokens : 0);
       seq.running = true;
@@ -147,9 +180,9 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
       return;
     }
     ++num_no_room_;
+    // Nothing changes, bar the sliding pages the window has left.
     const KvCacheStats after = cache_.Stats();
-    ASSERT_EQ(after.num_free, before.num_free);
-    ASSERT_EQ(after.num_cached_free, before.num_cached_free);
+    ASSERT_EQ(after.num_free - before.num_free, before.num_used_sliding - after.num_used_sliding);
     const int64_t victim = PickSeq([](const SeqModel& s) { return s.running; });
     if (victim < 0) {
       return;
@@ -170,7 +203,11 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     ASSERT_LT(static_cast<size_t>(hits.num_computed_tokens), seq.tokens.size());
     const std::vector<uint64_t> fps = PrefixFingerprints(seq);
     for (int32_t pos = 0; pos < hits.num_computed_tokens; ++pos) {
-      ASSERT_EQ(slots_[hits.blocks[pos / kBlockSize]][pos % kBlockSize], fps[pos]);
+      for (int32_t e = 0; e < stride_; ++e) {
+        if (Needed(e, pos, hits.num_computed_tokens)) {
+          ASSERT_EQ(slots_[At(hits.blocks, stride_, pos, e)][pos % kBlockSize], fps[pos]);
+        }
+      }
     }
     if (!hits.blocks.empty()) {
       ++num_hits_;
@@ -211,8 +248,8 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
       }
       const int32_t n = Uniform(1, static_cast<int32_t>(seq.tokens.size()) - seq.num_computed);
       const int32_t num_blocks = (seq.num_computed + n + kBlockSize - 1) / kBlockSize;
-      num_needed +=
-          std::max<int64_t>(0, num_blocks - static_cast<int64_t>(cache_.BlockTable(id).size()));
+      num_needed += std::max<int64_t>(
+          0, num_blocks * stride_ - static_cast<int64_t>(cache_.BlockTable(id).size()));
       ids.push_back(id);
       batch.push_back(SlotRequest{
           .req = Req(id), .num_computed_tokens = seq.num_computed, .num_new_tokens = n});
@@ -220,10 +257,17 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     if (batch.empty() || num_needed > cache_.NumFreeBlocks()) {
       return;
     }
-    const int32_t num_free = cache_.NumFreeBlocks();
+    const KvCacheStats before = cache_.Stats();
     std::vector<std::span<const BlockId>> tables(batch.size());
     cache_.AllocateSlotsBatch(batch, tables);
-    ASSERT_EQ(cache_.NumFreeBlocks(), num_free - num_needed);
+    // Exactly the blocks counted are taken; sliding pages the window has left
+    // come back.
+    const KvCacheStats after = cache_.Stats();
+    if (cache_.groups().has_sliding_window()) {
+      ASSERT_GE(after.num_free, before.num_free - num_needed);
+    } else {
+      ASSERT_EQ(after.num_free, before.num_free - num_needed);
+    }
     for (size_t i = 0; i < batch.size(); ++i) {
       ASSERT_TRUE(std::ranges::equal(tables[i], cache_.BlockTable(ids[i])));
       SeqModel& seq = seqs_.at(ids[i]);
@@ -246,11 +290,13 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
     }
     const int64_t child = next_id_++;
     const SeqModel& from = seqs_.at(parent);
-    cache_.Fork(parent, child, from.num_computed);
+    const ForkedBlocks shared = cache_.Fork(parent, child, from.num_computed);
     SeqModel copy;
     copy.tokens.assign(from.tokens.begin(), from.tokens.begin() + from.num_computed);
     copy.salt = from.salt;
-    copy.num_computed = from.num_computed / kBlockSize * kBlockSize;
+    copy.num_computed = shared.num_computed_tokens;
+    EXPECT_TRUE(copy.num_computed == from.num_computed / kBlockSize * kBlockSize ||
+                (copy.num_computed == 0 && cache_.groups().has_sliding_window()));
     copy.running = true;
     // The child samples its own next token.
     copy.tokens.push_back(Uniform(0, 3));
@@ -281,6 +327,7 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
       cache_.CheckInvariants();
       const KvCacheStats stats = cache_.Stats();
       ASSERT_EQ(stats.num_free + stats.num_used, stats.num_blocks);
+      ASSERT_EQ(stats.num_used_full + stats.num_used_sliding, stats.num_used);
       ASSERT_LE(stats.num_cached_free, stats.num_free);
       ASSERT_LE(stats.prefix_hit_tokens, stats.prefix_query_tokens);
       CheckContents();
@@ -292,6 +339,8 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
   }
 
   std::mt19937 rng_;
+  const int32_t num_blocks_;
+  const int32_t stride_;
   KvCacheManager cache_;
   std::vector<std::vector<uint64_t>> slots_;
   std::map<int64_t, SeqModel> seqs_;
@@ -302,7 +351,7 @@ class KvCachePropertyTest : public ::testing::TestWithParam<std::tuple<uint32_t,
   int num_batches_ = 0;
   int num_evictions_ = 0;
   int num_revivals_ = 0;
-  int32_t min_free_ = kNumBlocks;
+  int32_t min_free_;
 };
 
 TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
@@ -318,7 +367,9 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
   if (std::get<1>(GetParam())) {  // prefix caching on
     EXPECT_GT(num_hits_, 50);
     EXPECT_GT(num_revivals_, 50);
-    EXPECT_GT(num_evictions_, 50);
+    if (!std::get<2>(GetParam())) {
+      EXPECT_GT(num_evictions_, 50);
+    }
   } else {
     EXPECT_EQ(num_hits_, 0);
     EXPECT_EQ(num_evictions_, 0);
@@ -329,12 +380,13 @@ TEST_P(KvCachePropertyTest, RandomOperationsKeepInvariantsAndContents) {
   cache_.CheckInvariants();
   const KvCacheStats stats = cache_.Stats();
   EXPECT_EQ(stats.num_used, 0);
-  EXPECT_EQ(stats.num_free, kNumBlocks - 1);
+  EXPECT_EQ(stats.num_free, num_blocks_ - 1);
   EXPECT_EQ(cache_.Usage(), 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, KvCachePropertyTest,
-                         ::testing::Combine(::testing::Values(1U, 2U, 3U, 4U), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1U, 2U, 3U, 4U), ::testing::Bool(),
+                                            ::testing::Bool()));
 
 }  // namespace
 }  // namespace loom

@@ -113,7 +113,7 @@ TEST(ChatTemplateTest, RaiseExceptionIsInvalidArgument) {
 }
 
 TEST(ChatTemplateTest, UnsupportedConstructsFailCleanly) {
-  EXPECT_EQ(RenderSource("{% macro f() %}x{% endmacro %}").status().code(),
+  EXPECT_EQ(RenderSource("{% call f() %}x{% endcall %}").status().code(),
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(RenderSource("{{ x | wordwrap }}").status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(RenderSource("{{ 'a'.zfill(3) }}").status().code(), absl::StatusCode::kUnimplemented);

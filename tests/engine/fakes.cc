@@ -44,6 +44,17 @@ class FakeStream : public StreamDecoder {
   std::string pending_;
 };
 
+// The first token the mask allows at or after `token`, counting around the
+// mask; `token` itself when the mask allows nothing.
+int32_t FirstAllowedFrom(const uint32_t* mask, int32_t words, int32_t token) {
+  const int32_t n = words * 32;
+  for (int32_t k = 0; k < n; ++k) {
+    const int32_t t = ((token % n) + n + k) % n;
+    if ((mask[t >> 5] >> (t & 31)) & 1u) return t;
+  }
+  return token;
+}
+
 }  // namespace
 
 FakeExecutor::FakeExecutor(Options options, TokenScript script)
@@ -57,7 +68,9 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .dtype = "float32",
           .max_num_seqs = options_.max_num_seqs,
           .max_num_batched_tokens = options_.max_num_batched_tokens,
-          .prompt_logprobs = options_.prompt_logprobs};
+          .prompt_logprobs = options_.prompt_logprobs,
+          .vocab_size = options_.vocab_size,
+          .kv_layout = options_.kv_layout};
 }
 
 void FakeExecutor::AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result) {
@@ -89,7 +102,8 @@ absl::StatusOr<StepResult> FakeExecutor::Execute(const StepPlan& plan) {
   }
   StepResult result;
   int32_t num_tokens = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& seq = plan.seqs[i];
     num_tokens += seq.num_scheduled_tokens;
     const int64_t end = int64_t{seq.num_computed_tokens} + seq.num_scheduled_tokens;
     if (end > static_cast<int64_t>(seq.all_token_ids.size()) ||
@@ -104,8 +118,13 @@ absl::StatusOr<StepResult> FakeExecutor::Execute(const StepPlan& plan) {
     const std::span<const int32_t> prompt = seq.all_token_ids.first(seq.num_prompt_tokens);
     const int32_t num_generated =
         static_cast<int32_t>(seq.all_token_ids.size()) - seq.num_prompt_tokens;
-    const int32_t token = script_ ? script_(prompt, num_generated)
-                                  : (prompt.empty() ? 0 : prompt.back()) + 1 + num_generated;
+    int32_t token = script_ ? script_(prompt, num_generated)
+                            : (prompt.empty() ? 0 : prompt.back()) + 1 + num_generated;
+    if (const uint32_t* mask = plan.token_masks.RowOf(i)) {
+      token = FirstAllowedFrom(mask, plan.token_masks.words_per_row, token);
+      std::lock_guard lock(mu_);
+      ++num_masked_samples_;
+    }
     SampledToken& sampled = result.sampled.emplace_back();
     sampled.seq_id = seq.seq_id;
     sampled.token_id = token;
@@ -135,6 +154,11 @@ void FakeExecutor::Release() {
   pause_at_ = -1;
   paused_ = false;
   cv_.notify_all();
+}
+
+int64_t FakeExecutor::num_masked_samples() const {
+  std::lock_guard lock(mu_);
+  return num_masked_samples_;
 }
 
 int64_t FakeExecutor::num_steps() const {

@@ -22,6 +22,8 @@ namespace loom::testing {
 
 // The token a sequence gets, from its prompt and how many tokens it has
 // generated so far. The default continues the prompt's last id: p+1, p+2, ...
+// A constrained sample (a token mask in the plan) gets the first allowed token
+// at or after the scripted one, counting around the mask.
 using TokenScript = std::function<int32_t(std::span<const int32_t> prompt, int32_t num_generated)>;
 
 class FakeExecutor : public Executor {
@@ -35,6 +37,8 @@ class FakeExecutor : public Executor {
     // Scores prompt positions when asked: prompt token p gets logprob -p and
     // its alternatives are k copies of itself.
     bool prompt_logprobs = true;
+    int32_t vocab_size = 0;  // reported in Geometry(); 0: unknown
+    KvCacheLayout kv_layout = {};
   };
 
   explicit FakeExecutor(Options options, TokenScript script = {});
@@ -54,6 +58,8 @@ class FakeExecutor : public Executor {
   void AdvanceProgress() { NoteProgress(); }
 
   int64_t num_steps() const;
+  // Samples drawn under a token mask so far.
+  int64_t num_masked_samples() const;
 
  private:
   void AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result);
@@ -63,6 +69,7 @@ class FakeExecutor : public Executor {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int64_t num_steps_ = 0;
+  int64_t num_masked_samples_ = 0;
   int64_t fail_at_ = -1;
   int64_t pause_at_ = -1;
   bool paused_ = false;

@@ -78,34 +78,66 @@ struct PagedStep : Shape {
   }
 };
 
+// Dense attention of token t's head h over positions [first, last] of its
+// sequence (the first one), K/V looked up through the block table by hand.
+std::vector<double> DenseAttention(const PagedStep& step, int32_t t, int32_t h, int32_t first,
+                                   int32_t last) {
+  const int32_t d = step.head_dim;
+  const int32_t kvh = h / (step.heads / step.kv_heads);
+  auto row = [&](int32_t p) {
+    const int32_t block = step.block_tables[p / step.block_size];
+    return ((static_cast<size_t>(block) * step.kv_heads + kvh) * step.block_size +
+            p % step.block_size) *
+           d;
+  };
+  std::vector<double> w;
+  double m = -1e30, sum = 0;
+  for (int32_t p = first; p <= last; ++p) {
+    double dot = 0;
+    for (int32_t j = 0; j < d; ++j)
+      dot += step.q[(t * step.heads + h) * d + j] * step.k_cache[row(p) + j];
+    w.push_back(dot / std::sqrt(static_cast<double>(d)));
+    m = std::max(m, w.back());
+  }
+  for (double& x : w) sum += (x = std::exp(x - m));
+  std::vector<double> out(d, 0.0);
+  for (int32_t j = 0; j < d; ++j) {
+    for (int32_t p = first; p <= last; ++p) out[j] += w[p - first] * step.v_cache[row(p) + j];
+    out[j] /= sum;
+  }
+  return out;
+}
+
 TEST(PagedAttentionRefTest, MatchesDenseCausalAttention) {
   PagedStep step({9, 5}, {3, 5}, 11);
   std::vector<float> out(step.q.size());
   PagedAttentionRef(step.Params(out.data()));
-  const int32_t d = step.head_dim;
-  // Dense recomputation for token 1 (sequence 0, position 7), head 5 (kv head 1).
-  const int32_t t = 1, h = 5, kvh = 1, pos = 7;
-  std::vector<double> w(pos + 1);
-  double m = -1e30, sum = 0;
-  auto k_at = [&](int32_t p) {
-    const int32_t block = step.block_tables[p / step.block_size];
-    return &step.k_cache[((static_cast<size_t>(block) * step.kv_heads + kvh) * step.block_size +
-                          p % step.block_size) *
-                         d];
-  };
-  for (int32_t p = 0; p <= pos; ++p) {
-    double dot = 0;
-    for (int32_t j = 0; j < d; ++j) dot += step.q[(t * step.heads + h) * d + j] * k_at(p)[j];
-    w[p] = dot / std::sqrt(static_cast<double>(d));
-    m = std::max(m, w[p]);
+  // Token 1 (sequence 0, position 7), head 5 (kv head 1).
+  const std::vector<double> want = DenseAttention(step, 1, 5, 0, 7);
+  for (int32_t j = 0; j < step.head_dim; ++j) {
+    EXPECT_NEAR(out[(1 * step.heads + 5) * step.head_dim + j], want[j], 1e-5);
   }
-  for (double& x : w) sum += (x = std::exp(x - m));
-  for (int32_t j = 0; j < d; ++j) {
-    double o = 0;
-    for (int32_t p = 0; p <= pos; ++p) {
-      o += w[p] * step.v_cache[k_at(p) - step.k_cache.data() + j];
+}
+
+// With a window W, each query at position p attends to (p - W, p] alone.
+TEST(PagedAttentionRefTest, SlidingWindowAttendsToTheWindowOnly) {
+  PagedStep step({30}, {9}, 12);
+  for (int32_t window : {1, 4, 7, 25, 40}) {
+    std::vector<float> out(step.q.size());
+    PagedAttentionParams<float> p = step.Params(out.data());
+    p.kv.sliding_window = window;
+    PagedAttentionRef(p);
+    for (int32_t t = 0; t < p.kv.num_tokens; ++t) {
+      const int32_t pos = step.positions[t];
+      for (int32_t h = 0; h < step.heads; ++h) {
+        SCOPED_TRACE(testing::Message() << "window " << window << " token " << t << " head " << h);
+        const std::vector<double> want =
+            DenseAttention(step, t, h, std::max(0, pos - window + 1), pos);
+        for (int32_t j = 0; j < step.head_dim; ++j) {
+          ASSERT_NEAR(out[(t * step.heads + h) * step.head_dim + j], want[j], 1e-5);
+        }
+      }
     }
-    EXPECT_NEAR(out[(t * step.heads + h) * d + j], o / sum, 1e-5);
   }
 }
 
@@ -174,6 +206,83 @@ TEST(PagedAttentionTest, TiledPrefillTokenDoesNotDependOnTheChunking) {
   std::vector<float> two(tail.q.size(), 0.0f);
   PagedAttention(tail.Params(two.data()), pool);
   EXPECT_EQ(two, std::vector<float>(one.begin() + skipped * row, one.end()));
+}
+
+// Windows that start mid-block and mid-partition, with the blocks before every
+// query's window taken away (the null block, poisoned: reading it would show).
+TEST(PagedAttentionTest, SlidingWindowFastMatchesReference) {
+  ThreadPool pool(3);
+  for (int32_t window : {1, 5, 16, 23}) {
+    PagedStep step({37, 11, 1, 60, 16}, {12, 11, 1, 1, 1}, 31);
+    const size_t block_elems = static_cast<size_t>(step.kv_heads) * step.block_size * step.head_dim;
+    std::fill_n(step.k_cache.begin(), block_elems, std::nanf(""));
+    std::fill_n(step.v_cache.begin(), block_elems, std::nanf(""));
+    for (size_t s = 0; s < step.context_lens.size(); ++s) {
+      const int32_t first_query = step.context_lens[s] - step.query_lens[s];
+      const int32_t needed = std::max(0, first_query - window + 1);
+      for (int32_t b = 0; (b + 1) * step.block_size <= needed; ++b) {
+        step.block_tables[s * step.max_blocks + b] = 0;
+      }
+    }
+    std::vector<float> ref(step.q.size());
+    PagedAttentionParams<float> r = step.Params(ref.data());
+    r.kv.sliding_window = window;
+    PagedAttentionRef(r);
+    for (int32_t partition : {0, 4, 8, 16}) {
+      std::vector<float> fast(step.q.size(), 0.0f);
+      PagedAttentionParams<float> p = step.Params(fast.data());
+      p.kv.sliding_window = window;
+      std::vector<float> po, pm, ps;
+      if (partition > 0) {
+        p.partition_size = partition;
+        p.max_partitions = (60 + partition - 1) / partition;
+        const size_t slots = step.positions.size() * step.heads * p.max_partitions;
+        po.assign(slots * step.head_dim, std::nanf(""));
+        pm.assign(slots, std::nanf(""));
+        ps.assign(slots, std::nanf(""));
+        p.partial_out = po.data();
+        p.partial_max = pm.data();
+        p.partial_sum = ps.data();
+      }
+      PagedAttention(p, pool);
+      SCOPED_TRACE(testing::Message() << "window " << window << " partition " << partition);
+      ExpectClose(fast, ref, 1e-5f, 1e-4f);
+    }
+  }
+}
+
+// A windowed prompt through the query tiles gives each token what the
+// per-token (decode) path gives it alone over the same cache: windows that
+// start mid-block, mid-chunk and mid-tile, with Gemma 3's 1/sqrt(256)-style
+// scale instead of 1/sqrt(head_dim).
+TEST(PagedAttentionTest, SlidingWindowTiledPrefillMatchesPerTokenPath) {
+  ThreadPool pool(2);
+  for (int32_t window : {3, 16, 23, 50}) {
+    PagedStep whole({130}, {75}, 60 + window, Shape{6, 2, 16, 4, 64});
+    std::vector<float> tiled(whole.q.size(), 0.0f);
+    PagedAttentionParams<float> p = whole.Params(tiled.data());
+    p.kv.sliding_window = window;
+    p.scale = 0.0625f;
+    PagedAttention(p, pool);
+    const size_t row = static_cast<size_t>(whole.heads) * whole.head_dim;
+    for (size_t t = 0; t < whole.positions.size(); ++t) {
+      PagedStep one = whole;
+      one.context_lens = {whole.positions[t] + 1};
+      one.query_lens = {1};
+      one.query_start = {0, 1};
+      one.positions = {whole.positions[t]};
+      one.slots = {whole.slots[t]};
+      one.q.assign(whole.q.begin() + t * row, whole.q.begin() + (t + 1) * row);
+      std::vector<float> alone(row, 0.0f);
+      PagedAttentionParams<float> d = one.Params(alone.data());
+      d.kv.sliding_window = window;
+      d.scale = 0.0625f;
+      PagedAttention(d, pool);
+      SCOPED_TRACE(testing::Message() << "window " << window << " token " << t);
+      ExpectClose(std::vector<float>(tiled.begin() + t * row, tiled.begin() + (t + 1) * row), alone,
+                  1e-5f, 1e-4f);
+    }
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kernels/cpu/matmul_quant.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/matmul.h"
+#include "tests/kernels/random_blocks.h"
 #include "tests/kernels/test_util.h"
 
 namespace loom::kernels::cpu {
@@ -21,42 +22,6 @@ namespace {
 constexpr QuantType kTypes[] = {QuantType::kQ5_0, QuantType::kQ5_1, QuantType::kQ2_K,
                                 QuantType::kQ3_K, QuantType::kQ4_K, QuantType::kQ5_K,
                                 QuantType::kQ6_K};
-
-// Offsets of a block's fp16 fields (scale first, then min or offset if any).
-std::vector<int> HalfOffsets(QuantType type) {
-  switch (type) {
-    case QuantType::kQ5_1:
-    case QuantType::kQ4_K:
-    case QuantType::kQ5_K:
-      return {0, 2};
-    case QuantType::kQ2_K:
-      return {80, 82};
-    case QuantType::kQ3_K:
-      return {108};
-    case QuantType::kQ6_K:
-      return {208};
-    default:
-      return {0};
-  }
-}
-
-// Random quants and packed scales; fp16 scales of either sign between 2^-8
-// and 2^-4, now and then a subnormal one.
-std::vector<std::byte> RandomBlocks(QuantType type, int64_t blocks, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int64_t bytes = QuantBlockBytes(type);
-  std::vector<std::byte> out(blocks * bytes);
-  for (std::byte& b : out) b = static_cast<std::byte>(rng());
-  for (int64_t i = 0; i < blocks; ++i) {
-    for (int off : HalfOffsets(type)) {
-      const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
-      const uint16_t h = rng() % 16 == 0 ? static_cast<uint16_t>(sign | (1 + rng() % 0x3ff))
-                                         : static_cast<uint16_t>(sign | (0x1c00 + rng() % 0x1000));
-      std::memcpy(out.data() + i * bytes + off, &h, 2);
-    }
-  }
-  return out;
-}
 
 float Half(const uint8_t* b, int off) {
   uint16_t h;
@@ -157,7 +122,7 @@ TEST(MatmulKQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
   uint32_t seed = 5;
   for (SimdLevel level : AvailableLevels()) {
     for (QuantType type : kTypes) {
-      for (int32_t m : {1, 3, 33}) {
+      for (int32_t m : {1, 3, 6, 33}) {
         for (int32_t n : {1, 6, 37}) {
           for (int32_t k : {256, 768}) {
             SCOPED_TRACE(testing::Message() << SimdName(level) << " " << QuantTypeName(type)

@@ -45,5 +45,31 @@ TEST(RmsNormTest, FusedResidualAddMatchesReference) {
   }
 }
 
+// q/k norm: every head of every token normalised on its own, in place, the
+// rest of the row (other heads, v) untouched.
+TEST(HeadRmsNormTest, NormalisesEachHeadInPlace) {
+  ThreadPool pool(2);
+  const int32_t tokens = 6, heads = 3, head_dim = 32, stride = 5 * head_dim;
+  const std::vector<float> x0 = RandomVector(static_cast<size_t>(tokens) * stride, 8, -4, 4);
+  const std::vector<float> weight = RandomVector(head_dim, 9, 0.5f, 1.5f);
+  std::vector<float> ref = x0, fast = x0;
+  HeadRmsNormRef({ref.data(), weight.data(), stride, tokens, heads, head_dim, 1e-6f});
+  HeadRmsNorm({fast.data(), weight.data(), stride, tokens, heads, head_dim, 1e-6f}, pool);
+  ExpectClose(fast, ref, 1e-5f, 1e-5f);
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int32_t h = 0; h < heads; ++h) {
+      const float* in = &x0[t * stride + h * head_dim];
+      double ss = 0;
+      for (int32_t i = 0; i < head_dim; ++i) ss += double{in[i]} * in[i];
+      const double inv = 1 / std::sqrt(ss / head_dim + 1e-6);
+      for (int32_t i = 0; i < head_dim; ++i) {
+        EXPECT_NEAR(ref[t * stride + h * head_dim + i], in[i] * inv * weight[i], 1e-5);
+      }
+    }
+    for (int32_t i = heads * head_dim; i < stride; ++i)
+      EXPECT_EQ(ref[t * stride + i], x0[t * stride + i]);
+  }
+}
+
 }  // namespace
 }  // namespace loom::kernels::cpu

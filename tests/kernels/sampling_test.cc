@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -210,6 +211,69 @@ TEST(SamplingTest, TopPKeepsTokensTiedAtTheCutoff) {
   SamplingRowParams row;
   row.top_p = 0.7f;  // p = 0.576, 0.212, 0.212, ~0: the prefix ends inside the tie
   EXPECT_EQ(DrawnTokens({2.0f, 1.0f, 1.0f, -10.0f}, row), (std::set<int32_t>{0, 1, 2}));
+}
+
+// A mask allowing tokens 1, 4 and 6 of 8 (bits of one word).
+constexpr uint32_t kMask146 = (1u << 1) | (1u << 4) | (1u << 6);
+
+TEST(SamplingTest, MaskKeepsGreedyAmongTheAllowedTokens) {
+  SamplingRowParams row;
+  row.temperature = 0.0f;
+  row.num_logprobs = 5;
+  row.allowed_tokens = &kMask146;
+  row.allowed_words = 1;
+  // Token 0 is best, but only 1, 4 and 6 are allowed: 4 wins.
+  const Draw d = SampleOne({9.0f, 1.0f, 8.0f, 7.0f, 3.0f, 6.0f, 2.0f, 5.0f}, row);
+  EXPECT_EQ(d.token, 4);
+  // The logprobs are over the allowed tokens only.
+  const double lse = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0));
+  EXPECT_NEAR(d.logprob, 3.0 - lse, 1e-5);
+  EXPECT_EQ(std::vector<int32_t>(d.top_ids.begin(), d.top_ids.begin() + 3),
+            (std::vector<int32_t>{4, 6, 1}));
+  EXPECT_TRUE(std::isinf(d.top_logprobs[3]) && d.top_logprobs[3] < 0);
+}
+
+TEST(SamplingTest, MaskedDrawsStayInsideTheMaskForEverySeed) {
+  std::set<int32_t> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    SamplingRowParams row;
+    row.temperature = 1.5f;
+    row.top_k = 6;
+    row.top_p = 0.95f;
+    row.seed = seed;
+    row.allowed_tokens = &kMask146;
+    row.allowed_words = 1;
+    seen.insert(SampleOne({9.0f, 1.0f, 8.0f, 7.0f, 3.0f, 6.0f, 2.0f, 5.0f}, row).token);
+  }
+  EXPECT_EQ(seen, (std::set<int32_t>{1, 4, 6}));
+}
+
+TEST(SamplingTest, TokensPastTheMaskAreNotAllowed) {
+  // 40 tokens, a one-word mask allowing all of its 32: tokens 32..39 are out.
+  const uint32_t all = ~0u;
+  SamplingRowParams row;
+  row.temperature = 0.0f;
+  row.allowed_tokens = &all;
+  row.allowed_words = 1;
+  std::vector<float> logits(40, 0.0f);
+  logits[35] = 5.0f;
+  logits[20] = 1.0f;
+  EXPECT_EQ(SampleOne(logits, row).token, 20);
+}
+
+TEST(SamplingTest, AMaskWithNothingLeftYieldsItsLowestAllowedToken) {
+  const float inf = std::numeric_limits<float>::infinity();
+  SamplingRowParams row;
+  row.temperature = 0.7f;
+  row.num_logprobs = 2;
+  row.allowed_tokens = &kMask146;
+  row.allowed_words = 1;
+  const Draw d = SampleOne({1.0f, -inf, 1.0f, 1.0f, -inf, 1.0f, -inf, 1.0f}, row);
+  EXPECT_EQ(d.token, 1);
+  EXPECT_TRUE(std::isinf(d.logprob) && d.logprob < 0);
+  const uint32_t none = 0;
+  row.allowed_tokens = &none;
+  EXPECT_EQ(SampleOne({1.0f, 2.0f, 3.0f}, row).token, 0);
 }
 
 }  // namespace

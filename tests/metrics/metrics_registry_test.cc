@@ -131,6 +131,21 @@ TEST_F(MetricsRegistryTest, CountsRequestsAndTokensByFinishReason) {
   EXPECT_EQ(SampleValue(scrape, "loom_request_generation_tokens_sum"), 13);
 }
 
+// A sliding-window model's blocks in use come by the kind of layer group
+// that holds them; free and cached blocks are the pool's.
+TEST_F(MetricsRegistryTest, SlidingWindowModelsSplitUsedBlocksByGroup) {
+  stats_.num_blocks_free = 10;
+  stats_.num_blocks_used = 9;
+  stats_.kv_groups_by_kind = true;
+  stats_.num_blocks_used_full = 4;
+  stats_.num_blocks_used_sliding = 5;
+  const std::string scrape = metrics_.Scrape();
+  EXPECT_EQ(SampleValue(scrape, R"(loom_kv_cache_blocks{state="used",group="full_attention"})"), 4);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_kv_cache_blocks{state="used",group="sliding_window"})"), 5);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_kv_cache_blocks{state="free"})"), 10);
+  EXPECT_EQ(SampleValue(scrape, R"(loom_kv_cache_blocks{state="used"})"), -1);
+}
+
 TEST_F(MetricsRegistryTest, LatencyBucketsSpanOneMillisecondToOneMinute) {
   metrics_.OnStep(0.0005, 1, 1);
   metrics_.OnStep(90, 1, 1);

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "model/dummy_weights.h"
 #include "tests/model/hand_plan.h"
+#include "types/constraint.h"
 
 namespace loom {
 namespace {
@@ -281,6 +282,38 @@ TEST(CpuExecutorTest, SeededRequestIsTheSameAloneAndAmong31Others) {
   const size_t n = std::min(alone.tokens.size(), crowd[0].tokens.size());
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(alone.tokens[i], crowd[0].tokens[i]) << i;
   EXPECT_GT(n, 20u);
+}
+
+TEST(CpuExecutorTest, TokenMasksBindOnlyTheirRows) {
+  auto model = TinyModel(false);
+  auto masked_exec = MakeExecutor(*model);
+  auto plain_exec = MakeExecutor(*model);
+  Seq constrained = MakeSeq(1, 7, 5, 0.9f);
+  Seq free = MakeSeq(2, 6, 6, 0.9f);
+  Seq free_alone = MakeSeq(2, 6, 6, 0.9f);
+  const int32_t block_size = masked_exec->Geometry().block_size;
+  int32_t next_block = 1, other_block = 1;
+  StepPlan plan = testing::PlanTokens({&constrained, &free}, 0, block_size, next_block);
+  // Row 0 of the masks, for seqs[0] only: tokens 3 and 50.
+  const int32_t words = TokenBitmaskWords(masked_exec->Geometry().vocab_size);
+  plan.token_masks.words_per_row = words;
+  plan.token_masks.row_of_seq = {0, -1};
+  plan.token_masks.bits.assign(words, 0u);
+  for (int32_t t : {3, 50}) plan.token_masks.bits[t >> 5] |= 1u << (t & 31);
+  absl::StatusOr<StepResult> r = masked_exec->Execute(plan);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->sampled.size(), 2u);
+  const SampledToken& c = r->sampled[0];
+  EXPECT_TRUE(c.token_id == 3 || c.token_id == 50) << c.token_id;
+  ASSERT_EQ(c.top.size(), 2u);  // only the allowed tokens are alternatives
+  for (const TopLogprob& t : c.top) EXPECT_TRUE(t.token_id == 3 || t.token_id == 50);
+  // The unconstrained row draws what it draws without any mask in the plan.
+  const StepPlan alone = testing::PlanTokens({&free_alone}, 0, block_size, other_block);
+  absl::StatusOr<StepResult> ra = plain_exec->Execute(alone);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  EXPECT_EQ(r->sampled[1].token_id, ra->sampled[0].token_id);
+  EXPECT_FLOAT_EQ(r->sampled[1].logprob, ra->sampled[0].logprob);
+  EXPECT_EQ(masked_exec->Geometry().vocab_size, model->config.vocab_size);
 }
 
 TEST(CpuExecutorTest, RejectsPlansThatBreakTheContract) {

@@ -14,6 +14,7 @@
 #include "model/gguf_weights.h"
 #include "model/weights.h"
 #include "tests/fixtures/fixture_util.h"
+#include "tests/kernels/random_blocks.h"
 
 namespace loom {
 namespace {
@@ -279,16 +280,61 @@ TEST(GgufTest, QkRowsAreUnpermutedToHuggingFaceOrder) {
   }
 }
 
-// A type the parser can size but the loader does not decode is named by its
-// ggml name.
+// A type the loader does not decode is named by its ggml name, next to the
+// ones it does.
 TEST(GgufTest, UnsupportedTypeIsNamed) {
-  auto gguf = ParseBytes(TinyLlamaGguf(Ramp(64 * 64, 1), Ramp(32 * 64, 1), GgmlType::kQ5_0));
+  constexpr auto kQ8_1 = static_cast<GgmlType>(9);
+  auto gguf = ParseBytes(TinyLlamaGguf(Ramp(64 * 64, 1), Ramp(32 * 64, 1), kQ8_1));
   ASSERT_TRUE(gguf.ok()) << gguf.status();
   absl::StatusOr<ModelConfig> config = ConfigFromGguf(**gguf);
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<std::unique_ptr<WeightStore>> w = LoadGgufWeights(**gguf, *config);
   ASSERT_FALSE(w.ok());
-  EXPECT_THAT(w.status().message(), ::testing::HasSubstr("has ggml type Q5_0")) << w.status();
+  EXPECT_THAT(w.status().message(),
+              ::testing::HasSubstr("has ggml type Q8_1; supported: F32, F16, BF16, Q8_0, Q4_0, "
+                                   "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"))
+      << w.status();
+}
+
+// Every block type a Q4_K_M / Q5_K_M / Q6_K file holds loads with its ggml
+// name and dequantizes with the kernels' decoders, row range by row range.
+TEST(GgufTest, KQuantAndFiveBitTensorsLoad) {
+  using kernels::cpu::QuantType;
+  const std::pair<GgmlType, QuantType> kTypes[] = {
+      {GgmlType::kQ5_0, QuantType::kQ5_0}, {GgmlType::kQ5_1, QuantType::kQ5_1},
+      {GgmlType::kQ2_K, QuantType::kQ2_K}, {GgmlType::kQ3_K, QuantType::kQ3_K},
+      {GgmlType::kQ4_K, QuantType::kQ4_K}, {GgmlType::kQ5_K, QuantType::kQ5_K},
+      {GgmlType::kQ6_K, QuantType::kQ6_K}};
+  constexpr int64_t kRows = 3, kCols = 512;
+  GgufWriter writer;
+  writer.KvString("general.architecture", "llama");
+  std::vector<std::vector<std::byte>> blocks;
+  for (const auto& [ggml, quant] : kTypes) {
+    blocks.push_back(kernels::RandomBlocks(
+        quant, kRows * kCols / kernels::cpu::QuantBlockValues(quant), static_cast<uint32_t>(ggml)));
+    writer.Tensor(absl::StrCat("test.", kernels::cpu::QuantTypeName(quant)), ggml, {kCols, kRows},
+                  blocks.back());
+  }
+  auto gguf = ParseBytes(writer.Finish());
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  ModelConfig config;
+  config.architecture = "LlamaForCausalLM";
+  config.head_dim = 64;
+  auto store = LoadGgufWeights(**gguf, config);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (size_t i = 0; i < std::size(kTypes); ++i) {
+    const QuantType quant = kTypes[i].second;
+    SCOPED_TRACE(kernels::cpu::QuantTypeName(quant));
+    const Tensor* t = (*store)->Find(absl::StrCat("test.", kernels::cpu::QuantTypeName(quant)));
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(QuantTypeOf(t->dtype), quant);
+    EXPECT_EQ(t->shape, (std::vector<int64_t>{kRows, kCols}));
+    std::vector<float> want(kRows * kCols);
+    kernels::cpu::DequantizeBlocks(quant, blocks[i].data(), kRows * kCols, want.data());
+    std::vector<float> got(kCols);
+    (*store)->RowsToFloat32(*t, 1, 2, got);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data() + kCols, kCols * sizeof(float)));
+  }
 }
 
 TEST(WeightsTest, HalfAndBFloat16Conversions) {

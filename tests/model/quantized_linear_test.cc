@@ -15,6 +15,7 @@
 #include "model/llama_forward_weights.h"
 #include "model/model.h"
 #include "tests/fixtures/fixture_util.h"
+#include "tests/kernels/random_blocks.h"
 
 namespace loom {
 namespace {
@@ -35,7 +36,9 @@ ModelConfig TinyConfig() {
 }
 
 // Every 2-D tensor whose name `type_of` maps to a quantized type is stored
-// quantized (as a GGUF would hold it); the rest is copied as is.
+// quantized (as a GGUF would hold it): Q8_0, Q4_0 and Q4_1 quantize the
+// tensor's values, the other types get random blocks with sane scales. The
+// rest is copied as is.
 std::unique_ptr<WeightStore> Quantized(const WeightStore& src,
                                        const std::function<DType(const std::string&)>& type_of) {
   auto out = std::make_unique<WeightStore>();
@@ -44,9 +47,9 @@ std::unique_ptr<WeightStore> Quantized(const WeightStore& src,
     const DType type = t.shape.size() == 2 ? type_of(name) : DType::kF32;
     std::vector<float> values(t.num_elements());
     std::memcpy(values.data(), t.data.data(), values.size() * sizeof(float));
-    std::span<std::byte> data =
-        out->Allocate(type == DType::kF32 ? t.data.size()
-                                          : t.num_elements() / kQuantBlock * DTypeBlockBytes(type));
+    std::span<std::byte> data = out->Allocate(
+        type == DType::kF32 ? t.data.size()
+                            : t.num_elements() / DTypeBlockValues(type) * DTypeBlockBytes(type));
     switch (type) {
       case DType::kQ8_0:
         QuantizeQ8_0(values, data);
@@ -57,9 +60,17 @@ std::unique_ptr<WeightStore> Quantized(const WeightStore& src,
       case DType::kQ4_1:
         QuantizeQ4_1(values, data);
         break;
-      default:
+      case DType::kF32:
         std::memcpy(data.data(), t.data.data(), data.size());
         break;
+      default: {
+        const kernels::cpu::QuantType q = *QuantTypeOf(type);
+        const std::vector<std::byte> blocks =
+            kernels::RandomBlocks(q, t.num_elements() / kernels::cpu::QuantBlockValues(q),
+                                  static_cast<uint32_t>(std::hash<std::string>()(name)), -10, -8);
+        std::memcpy(data.data(), blocks.data(), data.size());
+        break;
+      }
     }
     t.dtype = type;
     t.data = data;
@@ -70,8 +81,8 @@ std::unique_ptr<WeightStore> Quantized(const WeightStore& src,
 
 bool Contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
-// Mixed on purpose: layer 1's q/k/v parts differ, so its fused qkv cannot stay
-// in one block type and falls back to bfloat16.
+// Mixed on purpose: layer 1's q/k/v parts differ, so its fused qkv keeps
+// three runs of rows of two block types.
 DType MixedType(const std::string& name) {
   if (Contains(name, "layers.1.self_attn.k_proj")) return DType::kQ8_0;
   if (Contains(name, "self_attn.q_proj") || Contains(name, "self_attn.k_proj") ||
@@ -90,7 +101,17 @@ DType UniformType(const std::string& name) {
   return DType::kQ8_0;
 }
 
-TEST(QuantizedLinearTest, KeepsBlocksOfWeightsInOneBlockType) {
+void ExpectParts(const LinearWeight& w,
+                 std::vector<std::pair<kernels::cpu::QuantType, int32_t>> want) {
+  EXPECT_EQ(w.dtype, LinearDType::kQuantized);
+  ASSERT_EQ(w.parts.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(w.parts[i].type, want[i].first) << i;
+    EXPECT_EQ(w.parts[i].rows, want[i].second) << i;
+  }
+}
+
+TEST(QuantizedLinearTest, KeepsBlocksOfQuantizedWeights) {
   const ModelConfig c = TinyConfig();
   const std::unique_ptr<WeightStore> f32 = MakeDummyWeights(c, DType::kF32, 5);
   const std::unique_ptr<WeightStore> store = Quantized(*f32, MixedType);
@@ -98,28 +119,33 @@ TEST(QuantizedLinearTest, KeepsBlocksOfWeightsInOneBlockType) {
 
   absl::StatusOr<LlamaWeights> w = LoadLlamaWeights(c, *store, LinearDType::kBFloat16, pool, true);
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(w->layers[0].qkv.dtype, LinearDType::kQ4_0);
-  EXPECT_EQ(w->layers[1].qkv.dtype, LinearDType::kBFloat16);
-  EXPECT_EQ(w->layers[1].qkv.bf16.size(), 128u * 64u);
+  using kernels::cpu::QuantType;
+  ExpectParts(w->layers[0].qkv, {{QuantType::kQ4_0, 128}});
+  ExpectParts(w->layers[1].qkv,
+              {{QuantType::kQ4_1, 64}, {QuantType::kQ8_0, 32}, {QuantType::kQ4_1, 32}});
+  EXPECT_EQ(w->layers[1].qkv.quant.size(),
+            96u * 64 / 32 * sizeof(BlockQ4_1) + 32u * 64 / 32 * sizeof(BlockQ8_0));
   for (const LlamaLayerWeights& l : w->layers) {
-    EXPECT_EQ(l.o_proj.dtype, LinearDType::kQ4_0);
-    EXPECT_EQ(l.gate_up.dtype, LinearDType::kQ4_1);
+    ExpectParts(l.o_proj, {{QuantType::kQ4_0, 64}});
+    ExpectParts(l.gate_up, {{QuantType::kQ4_1, 2 * 96}});
     EXPECT_EQ(l.gate_up.n, 2 * 96);
     EXPECT_EQ(l.gate_up.quant.size(), 2u * 96 * 64 / 32 * sizeof(BlockQ4_1));
     EXPECT_TRUE(l.gate_up.bf16.empty());
-    EXPECT_EQ(l.down.dtype, LinearDType::kQ8_0);
+    ExpectParts(l.down, {{QuantType::kQ8_0, 64}});
     EXPECT_EQ(l.down.quant.size(), 64u * 96 / 32 * sizeof(BlockQ8_0));
   }
-  EXPECT_EQ(w->lm_head.dtype, LinearDType::kQ8_0);
-  // The embedding table is looked up a few rows at a time: float32 whatever the file holds.
-  std::vector<float> embed(static_cast<size_t>(c.vocab_size) * c.hidden_size);
-  store->ToFloat32(**store->Get("model.embed_tokens.weight"), embed);
-  EXPECT_EQ(w->embed, embed);
+  ExpectParts(w->lm_head, {{QuantType::kQ8_0, 97}});
+  // The embedding table keeps its blocks too (rows are decoded on lookup).
+  ExpectParts(w->embed, {{QuantType::kQ8_0, 97}});
+  EXPECT_EQ(&w->head(), &w->lm_head);
 
   absl::StatusOr<LlamaWeights> exact = LoadLlamaWeights(c, *store, LinearDType::kFloat32, pool);
   ASSERT_TRUE(exact.ok()) << exact.status();
   EXPECT_EQ(exact->layers[0].qkv.dtype, LinearDType::kFloat32);
   EXPECT_EQ(exact->lm_head.dtype, LinearDType::kFloat32);
+  std::vector<float> embed(static_cast<size_t>(c.vocab_size) * c.hidden_size);
+  store->ToFloat32(**store->Get("model.embed_tokens.weight"), embed);
+  EXPECT_EQ(exact->embed.f32, embed);
   EXPECT_LT(w->NumBytes(), exact->NumBytes() / 3);
 
   // Float weights are not affected by keep_quantized.
@@ -196,9 +222,10 @@ TEST(QuantizedLinearTest, ExecutorEqualsFloat32OnDequantizedWeights) {
   const std::unique_ptr<CpuExecutor> exact = MakeExecutor(model, "float32");
   ASSERT_NE(quantized, nullptr);
   ASSERT_NE(exact, nullptr);
-  EXPECT_EQ(quantized->weights().layers[1].qkv.dtype, LinearDType::kQ4_1);
-  EXPECT_EQ(quantized->weights().layers[1].o_proj.dtype, LinearDType::kQ4_0);
-  EXPECT_EQ(quantized->weights().lm_head.dtype, LinearDType::kQ8_0);
+  using kernels::cpu::QuantType;
+  ExpectParts(quantized->weights().layers[1].qkv, {{QuantType::kQ4_1, 128}});
+  ExpectParts(quantized->weights().layers[1].o_proj, {{QuantType::kQ4_0, 64}});
+  ExpectParts(quantized->weights().lm_head, {{QuantType::kQ8_0, 97}});
   EXPECT_EQ(quantized->Geometry().dtype, "bfloat16");
   EXPECT_EQ(exact->Geometry().dtype, "float32");
 
@@ -222,6 +249,55 @@ TEST(QuantizedLinearTest, ExecutorEqualsFloat32OnDequantizedWeights) {
   }
 }
 
+// Every block type of a Q4_K_M / Q5_K_M / Q6_K file, mixed as such files mix
+// them (q/k/v of three types, so one fused weight runs three products).
+DType KQuantType(const std::string& name) {
+  if (Contains(name, "q_proj")) return DType::kQ5_0;
+  if (Contains(name, "k_proj")) return DType::kQ5_1;
+  if (Contains(name, "v_proj")) return DType::kQ6_K;
+  if (Contains(name, "o_proj")) return Contains(name, "layers.0.") ? DType::kQ4_K : DType::kQ3_K;
+  if (Contains(name, "gate_proj")) return DType::kQ5_K;
+  if (Contains(name, "up_proj")) return DType::kQ4_K;
+  if (Contains(name, "down_proj")) return Contains(name, "layers.0.") ? DType::kQ6_K : DType::kQ2_K;
+  return DType::kQ8_0;  // lm_head, embed_tokens
+}
+
+TEST(QuantizedLinearTest, KQuantExecutorEqualsFloat32OnDequantizedWeights) {
+  LoadedModel model;
+  model.config = TinyConfig();
+  model.config.hidden_size = 256;  // K-quant rows are whole super-blocks
+  model.config.intermediate_size = 512;
+  model.config.head_dim = 64;
+  model.config.tie_word_embeddings = true;  // the head multiplies by the table's blocks
+  model.weights = Quantized(*MakeDummyWeights(model.config, DType::kF32, 7), KQuantType);
+  model.max_model_len = 256;
+  const std::unique_ptr<CpuExecutor> quantized = MakeExecutor(model, "auto");
+  const std::unique_ptr<CpuExecutor> exact = MakeExecutor(model, "float32");
+  ASSERT_NE(quantized, nullptr);
+  ASSERT_NE(exact, nullptr);
+  using kernels::cpu::QuantType;
+  const LlamaLayerWeights& l0 = quantized->weights().layers[0];
+  ExpectParts(l0.qkv, {{QuantType::kQ5_0, 256}, {QuantType::kQ5_1, 128}, {QuantType::kQ6_K, 128}});
+  ExpectParts(l0.gate_up, {{QuantType::kQ5_K, 512}, {QuantType::kQ4_K, 512}});
+  ExpectParts(quantized->weights().layers[1].down, {{QuantType::kQ2_K, 256}});
+  ExpectParts(quantized->weights().layers[1].o_proj, {{QuantType::kQ3_K, 256}});
+  ExpectParts(quantized->weights().embed, {{QuantType::kQ8_0, 97}});
+  EXPECT_EQ(&quantized->weights().head(), &quantized->weights().embed);
+  EXPECT_EQ(quantized->weights().lm_head.n, 0);
+
+  const std::vector<StepResult> got = RunSteps(*quantized);
+  const std::vector<StepResult> want = RunSteps(*exact);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t step = 0; step < got.size(); ++step) {
+    ASSERT_EQ(got[step].sampled.size(), want[step].sampled.size());
+    for (size_t i = 0; i < got[step].sampled.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "step " << step << " seq " << i);
+      EXPECT_EQ(got[step].sampled[i].token_id, want[step].sampled[i].token_id);
+      EXPECT_EQ(got[step].sampled[i].logprob, want[step].sampled[i].logprob);
+    }
+  }
+}
+
 // The default GGUF (Q4_1 layers, Q8_0 tied embedding) keeps every linear
 // weight in its blocks with dtype auto: 4x fewer bytes than bfloat16.
 TEST(QuantizedLinearTest, DefaultGgufKeepsItsBlocks) {
@@ -234,13 +310,16 @@ TEST(QuantizedLinearTest, DefaultGgufKeepsItsBlocks) {
   const std::unique_ptr<CpuExecutor> e = MakeExecutor(**model, "auto");
   ASSERT_NE(e, nullptr);
   const LlamaWeights& w = e->weights();
+  using kernels::cpu::QuantType;
   for (const LlamaLayerWeights& l : w.layers) {
-    EXPECT_EQ(l.qkv.dtype, LinearDType::kQ4_1);
-    EXPECT_EQ(l.o_proj.dtype, LinearDType::kQ4_1);
-    EXPECT_EQ(l.gate_up.dtype, LinearDType::kQ4_1);
-    EXPECT_EQ(l.down.dtype, LinearDType::kQ4_1);
+    ExpectParts(l.qkv, {{QuantType::kQ4_1, l.qkv.n}});
+    ExpectParts(l.o_proj, {{QuantType::kQ4_1, l.o_proj.n}});
+    ExpectParts(l.gate_up, {{QuantType::kQ4_1, l.gate_up.n}});
+    ExpectParts(l.down, {{QuantType::kQ4_1, l.down.n}});
   }
-  EXPECT_EQ(w.lm_head.dtype, LinearDType::kQ8_0);
+  // Tied: the head multiplies by the table's own blocks.
+  ExpectParts(w.head(), {{QuantType::kQ8_0, w.embed.n}});
+  EXPECT_EQ(&w.head(), &w.embed);
 }
 
 }  // namespace

@@ -101,14 +101,35 @@ TEST(ConfigTest, Llama3RopeScalingBands) {
   EXPECT_GT(inv[1], base[1] / 8.0f);
 }
 
-TEST(ConfigTest, SlidingWindowCapsPositionsAndBadConfigsFail) {
+TEST(ConfigTest, SlidingWindowsAndBadConfigsFail) {
   auto c = ConfigFromJsonString(R"({"architectures": ["MistralForCausalLM"], "vocab_size": 10,
-      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2,
       "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 32768,
       "sliding_window": 4096})");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->max_position_embeddings, 4096);
+  EXPECT_EQ(c->max_position_embeddings, 32768);
+  EXPECT_EQ(c->sliding_window, 4096);
+  EXPECT_EQ(c->layer_sliding, (std::vector<bool>{true, true}));
+  EXPECT_TRUE(IsSlidingLayer(*c, 1));
   EXPECT_EQ(c->head_dim, 4);
+  // Qwen2 slides only with use_sliding_window, from max_window_layers on;
+  // layer_types, where given, decide.
+  const std::string qwen = R"({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10,
+      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 3, "num_attention_heads": 2,
+      "max_position_embeddings": 1024, "sliding_window": 64, "max_window_layers": 1)";
+  auto off = ConfigFromJsonString(qwen + "}");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->sliding_window, 0);
+  auto on = ConfigFromJsonString(qwen + R"(, "use_sliding_window": true})");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->layer_sliding, (std::vector<bool>{false, true, true}));
+  auto types = ConfigFromJsonString(qwen + R"(, "use_sliding_window": true, "layer_types":
+      ["sliding_attention", "full_attention", "sliding_attention"]})");
+  ASSERT_TRUE(types.ok()) << types.status();
+  EXPECT_EQ(types->layer_sliding, (std::vector<bool>{true, false, true}));
+  auto bad_types = ConfigFromJsonString(qwen + R"(, "use_sliding_window": true, "layer_types":
+      ["sliding_attention"]})");
+  EXPECT_THAT(bad_types.status().message(), ::testing::HasSubstr("layer_types has 1 entries"));
   EXPECT_EQ(ConfigFromJsonString(R"({"architectures": ["GPT2LMHeadModel"]})").status().code(),
             absl::StatusCode::kUnimplemented);
   // Nulls where Hugging Face allows them read as absent.
@@ -136,6 +157,45 @@ TEST(ConfigTest, SlidingWindowCapsPositionsAndBadConfigsFail) {
       "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
       "num_attention_heads": 3, "num_key_value_heads": 2})")
                    .ok());
+}
+
+// Gemma 3 270M's config.json as transformers 5 writes it (rope_parameters per
+// layer type), and what Loom reads from it.
+TEST(ConfigTest, Gemma3) {
+  auto c = ConfigFromJsonString(R"({"architectures": ["Gemma3ForCausalLM"],
+      "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640,
+      "intermediate_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 4,
+      "num_key_value_heads": 1, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+      "max_position_embeddings": 32768, "rms_norm_eps": 1e-06, "query_pre_attn_scalar": 256,
+      "sliding_window": 512, "final_logit_softcapping": null, "attn_logit_softcapping": null,
+      "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_TRUE(c->qk_norm && c->sandwich_norms);
+  EXPECT_EQ(c->rms_norm_weight_offset, 1.0f);
+  EXPECT_EQ(c->hidden_activation, Activation::kGeluTanh);
+  EXPECT_EQ(c->embedding_scale, std::sqrt(640.0f));
+  EXPECT_EQ(AttentionScale(*c), 0.0625f);
+  EXPECT_EQ(c->rope_theta, 1e6f);
+  EXPECT_EQ(c->rope_local_theta, 1e4f);
+  EXPECT_EQ(c->sliding_window, 512);
+  for (int32_t l = 0; l < 18; ++l) EXPECT_EQ(IsSlidingLayer(*c, l), (l + 1) % 6 != 0) << l;
+  // The sliding layers' RoPE runs on their own base.
+  EXPECT_FLOAT_EQ(RopeInverseFrequencies(*c, true)[1], std::pow(1e4f, -2.0f / 256));
+  EXPECT_FLOAT_EQ(RopeInverseFrequencies(*c, false)[1], std::pow(1e6f, -2.0f / 256));
+  auto softcap = ConfigFromJsonString(R"({"architectures": ["Gemma3ForCausalLM"],
+      "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "final_logit_softcapping": 30.0})");
+  EXPECT_EQ(softcap.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(softcap.status().message(), ::testing::HasSubstr("final_logit_softcapping"));
+  auto qwen3 = ConfigFromJsonString(R"({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 10,
+      "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "head_dim": 8, "attention_bias": false})");
+  ASSERT_TRUE(qwen3.ok()) << qwen3.status();
+  EXPECT_TRUE(qwen3->qk_norm);
+  EXPECT_FALSE(qwen3->attention_bias || qwen3->sandwich_norms);
+  EXPECT_EQ(qwen3->head_dim, 8);
 }
 
 std::string WriteFile(const std::string& name, const std::string& header, size_t data_bytes,

@@ -299,6 +299,58 @@ TEST(ChatResponseTest, ChatChunks) {
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
 }
 
+TEST(ChatResponseTest, ToolCallsInTheMessage) {
+  v1::GenerateResponse response;
+  v1::Completion& called = *response.add_completions();
+  called.set_text("<tool_call>...</tool_call>");
+  called.set_finish_reason(v1::FINISH_REASON_STOP);
+  v1::Completion& cut = *response.add_completions();
+  cut.set_index(1);
+  cut.set_finish_reason(v1::FINISH_REASON_LENGTH);
+  v1::Completion& plain = *response.add_completions();
+  plain.set_index(2);
+  plain.set_finish_reason(v1::FINISH_REASON_STOP);
+  const ChatChoiceMessage messages[] = {
+      {"", {{0, "call_a", "get_weather", R"({"city": "Paris"})"}, {1, "call_b", "now", "{}"}}},
+      {"Let me see.", {{0, "call_c", "now", "{"}}},
+      {"Just text.", {}}};
+  const json body = json::parse(RenderChatCompletion(Context("chatcmpl-5"), response, messages));
+  EXPECT_EQ(body["choices"][0]["message"], json::parse(R"({"role": "assistant", "content": null,
+    "tool_calls": [
+      {"id": "call_a", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+      {"id": "call_b", "type": "function", "function": {"name": "now", "arguments": "{}"}}]})"));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "Let me see.");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");  // cut short: not a finished call
+  EXPECT_EQ(body["choices"][2]["message"], json::parse(R"({"role": "assistant",
+                                                            "content": "Just text."})"));
+  EXPECT_EQ(body["choices"][2]["finish_reason"], "stop");
+}
+
+TEST(ChatResponseTest, ToolCallChunks) {
+  ResponseContext context = Context("chatcmpl-6");
+  v1::GenerateStreamResponse delta;
+  delta.set_text("<tool_call>\n{\"name\": \"now\", \"arguments\": {");
+  const ChatChoiceMessage first = {"", {{0, "call_x", "now", "{"}}};
+  EXPECT_EQ(Frame(RenderChatChunk(context, delta, true, &first, true))["choices"][0]["delta"],
+            json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+              {"index": 0, "id": "call_x", "type": "function",
+               "function": {"name": "now", "arguments": "{"}}]})"));
+  const ChatChoiceMessage more = {"", {{0, "", "", "}"}}};
+  delta.set_text("}}\n</tool_call>");
+  delta.set_finish_reason(v1::FINISH_REASON_STOP);
+  const json last = Frame(RenderChatChunk(context, delta, false, &more, true));
+  EXPECT_EQ(last["choices"][0]["delta"],
+            json::parse(R"({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]})"));
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "tool_calls");
+  // Content the parser let through replaces the raw text.
+  const ChatChoiceMessage text = {"Sure.", {}};
+  delta.set_finish_reason(v1::FINISH_REASON_UNSPECIFIED);
+  EXPECT_EQ(Frame(RenderChatChunk(context, delta, false, &text, false))["choices"][0]["delta"],
+            json::parse(R"({"content": "Sure."})"));
+}
+
 TEST(ChatResponseTest, UsageChunk) {
   ResponseContext context = Context("chatcmpl-4");
   context.options.include_usage = true;

@@ -63,7 +63,7 @@ TEST(ValidatorMappingTest, TokenPromptAndMessages) {
   EXPECT_EQ(token_error.param, "prompt");
 
   absl::StatusOr<ChatRequest> chat = ParseChatRequest(
-      R"({"messages": [{"role": "tool", "content": "x"}], "logprobs": true, "top_logprobs": 2})");
+      R"({"messages": [{"role": "robot", "content": "x"}], "logprobs": true, "top_logprobs": 2})");
   ASSERT_TRUE(chat.ok());
   const OpenAiError role_error =
       ToOpenAiError(ValidateGenerateRequest(chat->request, kVocabSize), Endpoint::kChatCompletions);

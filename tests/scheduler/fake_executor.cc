@@ -32,6 +32,19 @@ uint64_t HashAll(std::span<const int32_t> tokens, uint64_t seed) {
   return h;
 }
 
+// The first token the mask allows at or after `token`, counting around the
+// mask; `token` itself when the mask allows nothing.
+int32_t FirstAllowedFrom(const uint32_t* mask, int32_t words, int32_t token) {
+  const int32_t n = words * 32;
+  for (int32_t k = 0; k < n; ++k) {
+    const int32_t t = (token + k) % n;
+    if ((mask[t >> 5] >> (t & 31)) & 1u) {
+      return t;
+    }
+  }
+  return token;
+}
+
 }  // namespace
 
 int32_t HashToken(std::span<const int32_t> tokens, const SamplingParams& sampling) {
@@ -75,7 +88,8 @@ StepResult FakeExecutor::Execute(const StepPlan& plan) {
   ++num_steps_;
   StepResult result;
   int32_t total = 0;
-  for (const ScheduledSeq& seq : plan.seqs) {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& seq = plan.seqs[i];
     const int32_t end = seq.num_computed_tokens + seq.num_scheduled_tokens;
     total += seq.num_scheduled_tokens;
     EXPECT_GT(seq.num_scheduled_tokens, 0) << "seq " << seq.seq_id;
@@ -99,6 +113,9 @@ StepResult FakeExecutor::Execute(const StepPlan& plan) {
     SampledToken& sampled = result.sampled.emplace_back();
     sampled.seq_id = seq.seq_id;
     sampled.token_id = token_fn_(seq.all_token_ids, *seq.sampling);
+    if (const uint32_t* mask = plan.token_masks.RowOf(i)) {
+      sampled.token_id = FirstAllowedFrom(mask, plan.token_masks.words_per_row, sampled.token_id);
+    }
     sampled.logprob = -static_cast<float>(sampled.token_id % 8) / 4;
     for (int32_t k = 0; k < seq.sampling->num_logprobs; ++k) {
       sampled.top.push_back(TopLogprob{.token_id = k, .logprob = -static_cast<float>(k)});

@@ -32,9 +32,10 @@ class FakeExecutor {
   FakeExecutor(int32_t num_blocks, int32_t block_size, TokenFn token_fn = HashToken);
 
   // Checks the plan against the fake KV cache (with gtest assertions), writes
-  // the scheduled positions and samples one token per `sample` sequence. The
-  // logprob of a token is -(token % 8) / 4; with num_logprobs = k the top list
-  // holds k entries.
+  // the scheduled positions and samples one token per `sample` sequence (under
+  // a token mask, the first allowed token at or after token_fn's, counting
+  // around the mask). The logprob of a token is -(token % 8) / 4; with
+  // num_logprobs = k the top list holds k entries.
   StepResult Execute(const StepPlan& plan);
 
   [[nodiscard]] int64_t num_steps() const { return num_steps_; }

@@ -111,19 +111,23 @@ INSTANTIATE_TEST_SUITE_P(
                      .long_prefill_token_threshold = 4,
                      .arrivals = {{1, 10, 1}, {1, 3, 1}},
                      .timeline = {"1.0:0+4 2.0:0+3*", "1.0:4+4", "1.0:8+2*"}},
-        // One prefill a step: request 2 waits for request 1's prompt although
-        // the budget has room for 6 of its tokens.
+        // One partial prefill a step, 4-token chunks: request 2's 6-token
+        // prompt needs two chunks, so it waits for request 1's last one, and
+        // request 3 waits behind it (admission stops at the head); the step
+        // that finishes request 1's prompt starts both, since request 3's
+        // whole prompt fits its chunk and needs no slot.
         TimelineCase{.name = "OnePartialPrefillPerStep",
-                     .max_num_partial_prefills = 1,
-                     .arrivals = {{1, 10, 2}, {1, 10, 2}},
-                     .timeline = {"1.0:0+10*", "1.0:10+1* 2.0:0+10*", "2.0:10+1*"}},
-        // With the 4-token threshold a step adds at most 4 prefill tokens to
-        // its decodes: request 2's prompt waits for request 1's last chunk.
-        TimelineCase{.name = "PrefillWorkPerStepIsBounded",
                      .long_prefill_token_threshold = 4,
                      .max_num_partial_prefills = 1,
-                     .arrivals = {{1, 10, 1}, {1, 3, 1}},
-                     .timeline = {"1.0:0+4", "1.0:4+4", "1.0:8+2*", "2.0:0+3*"}},
+                     .arrivals = {{1, 10, 1}, {1, 6, 1}, {1, 3, 1}},
+                     .timeline = {"1.0:0+4", "1.0:4+4", "1.0:8+2* 2.0:0+4 3.0:0+3*", "2.0:4+2*"}},
+        // A prompt that fits its chunk takes no slot: a wave of short prompts
+        // starts beside a long prompt's partial chunk.
+        TimelineCase{.name = "ShortPromptNeedsNoPartialSlot",
+                     .long_prefill_token_threshold = 4,
+                     .max_num_partial_prefills = 1,
+                     .arrivals = {{1, 10, 1}, {1, 3, 1}, {1, 2, 1}},
+                     .timeline = {"1.0:0+4 2.0:0+3* 3.0:0+2*", "1.0:4+4", "1.0:8+2*"}},
         // One slot, arrivals at the same time: shortest prompt first.
         TimelineCase{.name = "ShortestPromptFirst",
                      .max_num_seqs = 1,

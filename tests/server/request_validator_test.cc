@@ -75,8 +75,8 @@ TEST(RequestValidatorTest, RejectsBadInput) {
   m->set_role("user");
   EXPECT_TRUE(ValidateGenerateRequest(r, kVocab).ok());
   m->set_role("robot");
-  ExpectInvalid(r,
-                "messages.messages[0].role must be one of system, user, assistant; got \"robot\"");
+  ExpectInvalid(
+      r, "messages.messages[0].role must be one of system, user, assistant, tool; got \"robot\"");
 }
 
 TEST(RequestValidatorTest, RejectsLongRequestId) {
@@ -222,7 +222,7 @@ TEST(RequestValidatorTest, RejectsFieldsOverTheirLimits) {
   auto* m = r.mutable_messages()->add_messages();
   m->set_role("user");
   m->set_content("1234567");
-  expect(r, "messages (roles and contents together) must have at most 10 bytes; got 11 bytes");
+  expect(r, "messages (turns and tools together) must have at most 10 bytes; got 11 bytes");
   m->set_content("123456");
   EXPECT_TRUE(ValidateGenerateRequest(r, kVocab, limits).ok());
 

@@ -108,6 +108,22 @@ TEST(TokenizerTest, DefaultGgufMatchesHuggingFace) {
   ExpectMatchesFixture(**tok, "smollm2/tokens.json");
 }
 
+// Gemma 3's SentencePiece vocabulary from its GGUF: merges in vocabulary
+// order, whitespace runs respelled, user-defined tokens (newline and tab runs,
+// HTML tags) matched whole, as transformers builds it.
+TEST(TokenizerTest, Gemma3GgufMatchesTransformers) {
+  const std::string path = ::loom::testing::Gemma3GgufIfPresent();
+  if (path.empty()) GTEST_SKIP() << "Gemma 3 model not fetched (scripts/setup)";
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->vocab_size(), 262144);
+  EXPECT_EQ((*tok)->bos_id(), 2);
+  EXPECT_EQ((*tok)->PieceToId("\xE2\x96\x81\xE2\x96\x81"), 138);  // two spaces
+  ExpectMatchesFixture(**tok, "gemma3/tokens.json");
+}
+
 std::vector<std::string> Split(const PreTokenizer& pre, std::string_view text) {
   std::vector<std::string_view> views;
   pre.Split(text, views);

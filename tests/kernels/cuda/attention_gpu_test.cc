@@ -155,7 +155,8 @@ TYPED_TEST(AttentionGpuTest, RopeKvWriteMatchesReference) {
 // far from uniform), the CPU reference, and `launch` on poisoned device output
 // and workspace; the output must match and its guards stay intact.
 template <typename T, typename Launch>
-void CheckAttention(const Shape& s, const Step& st, int partition, uint32_t seed, Launch launch) {
+void CheckAttention(const Shape& s, const Step& st, int partition, uint32_t seed, Launch launch,
+                    int window = 0) {
   const int heads = s.kv_heads * s.group, d = s.head_dim;
   const size_t pool = size_t(st.num_blocks) * s.kv_heads * st.block_size * d;
   std::vector<float> q = RandomValues<T>(size_t(st.num_tokens) * heads * d, seed);
@@ -178,6 +179,7 @@ void CheckAttention(const Shape& s, const Step& st, int partition, uint32_t seed
   rp.kv.query_start = st.query_start.data();
   rp.kv.positions = st.positions.data();
   rp.kv.slot_mapping = st.slots.data();
+  rp.kv.sliding_window = window;
   kernels::cpu::PagedAttentionRef(rp);
 
   GuardedBuffer<T> d_q(q), d_k(k), d_v(v), d_out(ref.size());
@@ -197,15 +199,17 @@ void CheckAttention(const Shape& s, const Step& st, int partition, uint32_t seed
   p.kv.query_start = d_qs.get();
   p.kv.positions = d_pos.get();
   p.kv.slot_mapping = d_slots.get();
+  p.kv.sliding_window = window;
   p.partition_size = partition;
   p.max_partitions = max_parts;
   p.partial_out = d_po.get();
   p.partial_max = d_pm.get();
   p.partial_sum = d_ps.get();
   launch(p);
-  SCOPED_TRACE(::testing::Message() << "head_dim " << d << " group " << s.group << " block_size "
-                                    << st.block_size << " partition " << partition << " seqs "
-                                    << s.seqs.size() << " max context " << max_ctx);
+  SCOPED_TRACE(::testing::Message()
+               << "head_dim " << d << " group " << s.group << " block_size " << st.block_size
+               << " partition " << partition << " seqs " << s.seqs.size() << " max context "
+               << max_ctx << " window " << window);
   ExpectNear<T>(d_out.Download(), ref);
   EXPECT_TRUE(d_out.GuardsIntact());
   EXPECT_TRUE(d_po.GuardsIntact() && d_pm.GuardsIntact() && d_ps.GuardsIntact());
@@ -258,6 +262,36 @@ TYPED_TEST(AttentionGpuTest, PagedAttentionV2MatchesReference) {
           ASSERT_TRUE(kc::AttentionV2Applies(p));
           ASSERT_EQ(kc::PagedAttentionV2(p, nullptr), cudaSuccess);
         });
+        seed += 3;
+      }
+    }
+  }
+}
+
+// Sliding-window layers (Gemma 3: 512, Mistral) and Gemma's head_dim 256
+// (bf16, four query heads per kv head): windows that start mid-block and
+// mid-partition, decodes split and not, prefills across the window's edge.
+TEST(AttentionGpuTest, SlidingWindowAndHeadDim256MatchReference) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  const std::vector<Shape> shapes = {
+      {1, 4, 256, {{0, 30}, {600, 1}, {1300, 1}}},
+      {1, 4, 256, {{500, 40}, {2000, 1}}},
+      {2, 2, 128, {{700, 1}, {10, 1}, {512, 1}}},
+  };
+  uint32_t seed = 900;
+  for (const Shape& s : shapes) {
+    for (int window : {0, 1, 100, 512}) {
+      for (int partition : {0, 64, 512}) {
+        const Step st(s, seed++);
+        CheckAttention<bf16>(
+            s, st, partition, seed,
+            [](const kernels::PagedAttentionParams<bf16>& p) {
+              if (p.kv.sliding_window > 0) {
+                EXPECT_FALSE(kc::AttentionV2Applies(p));
+              }
+              LOOM_CUDA_CHECK_OK(kc::PagedAttention(p, nullptr));
+            },
+            window);
         seed += 3;
       }
     }

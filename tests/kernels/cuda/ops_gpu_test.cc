@@ -1,7 +1,9 @@
-// Embedding, residual + RMSNorm, SiLU*mul and the bf16 GEMM against the CPU
-// references over a table of shapes, in float and bf16.
+// Embedding (scaled too), residual + RMSNorm, the q/k head norm, SiLU*mul and
+// GELU-tanh*mul and the bf16 GEMM against the CPU references over a table of
+// shapes, in float and bf16.
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -84,6 +86,58 @@ TYPED_TEST(OpsGpuTest, SiluMulMatchesReference) {
     ExpectNear<T>(d_out.Download(), ref);
     EXPECT_TRUE(d_out.GuardsIntact());
   }
+}
+
+TYPED_TEST(OpsGpuTest, GeluTanhMulMatchesReference) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  using T = TypeParam;
+  for (auto [tokens, dim] : {std::pair{1, 64}, {9, 2048}, {70000, 16}}) {
+    std::vector<float> gu = RandomValues<T>(size_t(tokens) * 2 * dim, 15, -6.0f, 6.0f);
+    std::vector<float> ref(size_t(tokens) * dim);
+    kernels::cpu::GeluTanhMulRef(
+        {gu.data(), gu.data() + dim, ref.data(), tokens, dim, 2 * dim, dim});
+    GuardedBuffer<T> d_gu(gu), d_out(ref.size());
+    LOOM_CUDA_CHECK_OK(kc::GeluTanhMul<T>(
+        {d_gu.get(), d_gu.get() + dim, d_out.get(), tokens, dim, 2 * dim, dim}, nullptr));
+    ExpectNear<T>(d_out.Download(), ref);
+    EXPECT_TRUE(d_out.GuardsIntact());
+  }
+}
+
+// q/k norm in place over the heads of a fused qkv row; the rest of the row
+// (here v) stays as it was.
+TYPED_TEST(OpsGpuTest, HeadRmsNormMatchesReference) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  using T = TypeParam;
+  for (auto [tokens, heads, head_dim] : {std::tuple{1, 1, 64}, {7, 4, 256}, {33, 8, 128}}) {
+    const int stride = (heads + 1) * head_dim;
+    std::vector<float> x = RandomValues<T>(size_t(tokens) * stride, 16, -4.0f, 4.0f);
+    std::vector<float> w = RandomValues<T>(head_dim, 17, 0.5f, 1.5f);
+    std::vector<float> ref = x;
+    kernels::cpu::HeadRmsNormRef({ref.data(), w.data(), stride, tokens, heads, head_dim, 1e-6f});
+    GuardedBuffer<T> d_x(x), d_w(w);
+    LOOM_CUDA_CHECK_OK(kc::HeadRmsNorm<T>(
+        {d_x.get(), d_w.get(), stride, tokens, heads, head_dim, 1e-6f}, nullptr));
+    ExpectNear<T>(d_x.Download(), ref);
+    EXPECT_TRUE(d_x.GuardsIntact());
+  }
+}
+
+TYPED_TEST(OpsGpuTest, ScaledEmbeddingMatchesReference) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  using T = TypeParam;
+  const int tokens = 5, hidden = 640, vocab = 50;
+  std::vector<float> table = RandomValues<T>(size_t(vocab) * hidden, 18);
+  std::vector<int32_t> ids = {0, 49, 7, 7, 20};
+  std::vector<float> ref(size_t(tokens) * hidden);
+  const float scale = std::sqrt(640.0f);
+  kernels::cpu::EmbeddingRef({ids.data(), table.data(), ref.data(), tokens, hidden, vocab, scale});
+  GuardedBuffer<T> d_table(table), d_out(ref.size());
+  IntBuffer d_ids(ids);
+  LOOM_CUDA_CHECK_OK(kc::Embedding<T>(
+      {d_ids.get(), d_table.get(), d_out.get(), tokens, hidden, vocab, scale}, nullptr));
+  ExpectNear<T>(d_out.Download(), ref);
+  EXPECT_TRUE(d_out.GuardsIntact());
 }
 
 void CheckMatmuls(cuda::Gemm& gemm) {

@@ -1,6 +1,6 @@
 // GPU sampling against the CPU recipe (kernels/sampling.h): the same token for
 // the same seed, logprobs within float tolerance, over greedy, temperature,
-// top-k, top-p, min-p, penalties and logit bias.
+// top-k, top-p, min-p, penalties, logit bias and token masks.
 #include <cuda_runtime_api.h>
 
 #include <random>
@@ -23,7 +23,7 @@ struct Case {
 };
 
 std::vector<Case> Cases(const std::vector<int32_t>& history, const std::vector<int32_t>& bias_ids,
-                        const std::vector<float>& bias_values) {
+                        const std::vector<float>& bias_values, const std::vector<uint32_t>& mask) {
   std::vector<Case> cases;
   auto add = [&](const char* name, auto&& edit) {
     kernels::SamplingRowParams r;
@@ -60,6 +60,24 @@ std::vector<Case> Cases(const std::vector<int32_t>& history, const std::vector<i
     r.num_bias = static_cast<int32_t>(bias_ids.size());
     r.temperature = 0.5f;
   });
+  auto masked = [&](auto& r) {
+    r.allowed_tokens = mask.data();
+    r.allowed_words = static_cast<int32_t>(mask.size());
+  };
+  add("mask_greedy", [&](auto& r) {
+    masked(r);
+    r.temperature = 0.0f;
+  });
+  add("mask_temperature", [&](auto& r) {
+    masked(r);
+    r.temperature = 1.2f;
+  });
+  add("mask_filters", [&](auto& r) {
+    masked(r);
+    r.top_k = 500;  // more than the mask allows: the cut reaches masked tokens
+    r.top_p = 0.9f;
+    r.min_p = 0.01f;
+  });
   return cases;
 }
 
@@ -73,8 +91,12 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
   const std::vector<int32_t> bias_ids = {3, 17, 5000};
   const std::vector<float> bias_values = {5.0f, -100.0f, 8.0f};
   for (int vocab : {256, 32000, 128256}) {
+    // Every seventh token and token 1 allowed, and nothing past the vocabulary.
+    std::vector<uint32_t> mask((vocab + 31) / 32, 0u);
+    for (int t = 0; t < vocab; t += 7) mask[t >> 5] |= 1u << (t & 31);
+    mask[0] |= 2u;
     for (uint64_t seed : {1u, 2u, 3u}) {
-      std::vector<Case> cases = Cases(history, bias_ids, bias_values);
+      std::vector<Case> cases = Cases(history, bias_ids, bias_values, mask);
       std::vector<kernels::SamplingRowParams> rows;
       for (Case& c : cases) {
         c.row.seed = seed;
@@ -105,6 +127,7 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
       void* d_pen = upload(pack.penalties);
       void* d_bias_ids = upload(pack.bias_ids);
       void* d_bias_values = upload(pack.bias_values);
+      void* d_masks = upload(pack.masks);
       GuardedBuffer<float> d_lp(n), d_top_lp(n * kTopMax);
       std::vector<float> zeros(n * kTopMax, 0.0f);
       GuardedBuffer<float> d_ids(n), d_top_ids(n * kTopMax);  // int32 payloads, float-sized
@@ -116,6 +139,7 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
       p.penalties = static_cast<const kc::PenaltyEntry*>(d_pen);
       p.bias_ids = static_cast<const int32_t*>(d_bias_ids);
       p.bias_values = static_cast<const float*>(d_bias_values);
+      p.masks = static_cast<const uint32_t*>(d_masks);
       p.out_token_ids = reinterpret_cast<int32_t*>(d_ids.get());
       p.out_logprobs = d_lp.get();
       p.max_top_logprobs = kTopMax;
@@ -131,6 +155,9 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
         SCOPED_TRACE(::testing::Message()
                      << cases[i].name << " vocab " << vocab << " seed " << seed);
         EXPECT_EQ(got[i], want[i]);
+        if (rows[i].allowed_tokens != nullptr) {
+          EXPECT_TRUE(kernels::TokenAllowed(mask.data(), rows[i].allowed_words, got[i]));
+        }
         EXPECT_NEAR(got_lp[i], want_lp[i], 1e-3f);
         for (int k = 0; k < rows[i].num_logprobs; ++k) {
           EXPECT_EQ(got_top[i * kTopMax + k], want_top[i * kTopMax + k]);
@@ -138,7 +165,7 @@ TEST(SamplingGpuTest, MatchesCpuRecipe) {
         }
       }
       EXPECT_TRUE(d_lp.GuardsIntact() && d_ids.GuardsIntact() && d_top_ids.GuardsIntact());
-      for (void* ptr : {d_rows, d_pen, d_bias_ids, d_bias_values}) cudaFree(ptr);
+      for (void* ptr : {d_rows, d_pen, d_bias_ids, d_bias_values, d_masks}) cudaFree(ptr);
     }
   }
 }

@@ -81,6 +81,29 @@ TEST(SamplingPackTest, RowsAppendWithOffsets) {
   EXPECT_TRUE(pack.rows.empty() && pack.penalties.empty() && pack.bias_ids.empty());
 }
 
+// A constrained row uploads its mask words; an unconstrained one nothing.
+TEST(SamplingPackTest, OnlyConstrainedRowsCarryMaskWords) {
+  const std::vector<uint32_t> mask = {0x5u, 0x0u, 0x80000000u};
+  SamplingRowParams plain;
+  SamplingRowParams masked;
+  masked.allowed_tokens = mask.data();
+  masked.allowed_words = 3;
+  SamplingBatchPack pack;
+  pack.Add(plain);
+  pack.Add(masked);
+  pack.Add(plain);
+  pack.Add(masked);
+  ASSERT_EQ(pack.rows.size(), 4u);
+  EXPECT_EQ(pack.rows[0].mask_begin, -1);
+  EXPECT_EQ(pack.rows[2].mask_begin, -1);
+  EXPECT_EQ(pack.rows[1].mask_begin, 0);
+  EXPECT_EQ(pack.rows[3].mask_begin, 3);
+  EXPECT_EQ(pack.rows[3].mask_words, 3);
+  EXPECT_EQ(pack.masks, (std::vector<uint32_t>{0x5u, 0x0u, 0x80000000u, 0x5u, 0x0u, 0x80000000u}));
+  pack.Clear();
+  EXPECT_TRUE(pack.masks.empty());
+}
+
 // The worst step the limits allow: every row with max_history distinct
 // penalised tokens and a logit_bias over the whole vocabulary. It fits in
 // SamplingUploadBytes after the int32 inputs and every array round-trips.
@@ -97,9 +120,14 @@ TEST(SamplingPackTest, WorstCaseStepFitsTheUploadAndRoundTrips) {
   std::vector<float> bias_values(bias_ids.size());
   for (size_t i = 0; i < bias_values.size(); ++i)
     bias_values[i] = static_cast<float>(i % 201) - 100;
+  const int32_t words = (limits.vocab_size + 31) / 32;
+  std::vector<uint32_t> mask(words);
+  for (int32_t w = 0; w < words; ++w) mask[w] = 0x9E3779B9u * static_cast<uint32_t>(w + 1);
   SamplingBatchPack pack;
   for (int32_t r = 0; r < limits.max_rows; ++r) {
     SamplingRowParams row;
+    row.allowed_tokens = mask.data();
+    row.allowed_words = words;
     row.token_ids = history.data();
     row.num_prompt_tokens = 1;
     row.num_tokens = limits.max_history;
@@ -125,7 +153,8 @@ TEST(SamplingPackTest, WorstCaseStepFitsTheUploadAndRoundTrips) {
       PackSamplingUpload(pack, buffer.data(), begin, capacity);
   ASSERT_TRUE(at.ok()) << at.status();
   EXPECT_LE(at->end, capacity);
-  for (size_t off : {at->rows, at->penalties, at->bias_ids, at->bias_values}) {
+  ASSERT_EQ(pack.masks.size(), size_t{48} * words);
+  for (size_t off : {at->rows, at->penalties, at->bias_ids, at->bias_values, at->masks}) {
     EXPECT_EQ(off % 16, 0u);
     EXPECT_GE(off, begin);
   }
@@ -135,7 +164,12 @@ TEST(SamplingPackTest, WorstCaseStepFitsTheUploadAndRoundTrips) {
     EXPECT_EQ(rows[r].seed, r);
     EXPECT_EQ(rows[r].bias_begin, pack.rows[r].bias_begin);
     EXPECT_EQ(rows[r].penalty_count, 4096);
+    EXPECT_EQ(rows[r].mask_begin, static_cast<int32_t>(r) * words);
+    EXPECT_EQ(rows[r].mask_words, words);
   }
+  std::vector<uint32_t> masks(pack.masks.size());
+  std::memcpy(masks.data(), buffer.data() + at->masks, masks.size() * sizeof(uint32_t));
+  EXPECT_EQ(masks, pack.masks);
   std::vector<PenaltyEntry> pen(pack.penalties.size());
   std::memcpy(pen.data(), buffer.data() + at->penalties, pen.size() * sizeof(pen[0]));
   for (size_t i = 0; i < pen.size(); ++i) ASSERT_EQ(pen[i].token_id, pack.penalties[i].token_id);

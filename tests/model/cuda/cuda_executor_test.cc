@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/kernels/cuda/gpu_test_util.h"
 #include "tests/model/hand_plan.h"
+#include "types/constraint.h"
 
 namespace loom {
 namespace {
@@ -198,6 +199,67 @@ TEST_P(CudaExecutorGoldenTest, WorstCaseSamplingStepRuns) {
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(result->sampled.size(), 16u);
   for (const SampledToken& t : result->sampled) EXPECT_EQ(t.token_id, 7);  // the +100 bias
+}
+
+// A full step at the limits again, half of its rows constrained: a token
+// mask over the whole vocabulary beside the logit_bias. A constrained row
+// draws only what its mask allows, even against a +100 bias; the others
+// follow the bias.
+TEST_P(CudaExecutorGoldenTest, TokenMasksBindTheirRowsAtTheLimits) {
+  LOOM_REQUIRE_GPU_OR_SKIP();
+  const std::string dir = ModelDir();
+  absl::StatusOr<ModelConfig> config = ConfigFromJson(dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  LoadedModel model;
+  model.config = *config;
+  model.max_model_len = std::min(config->max_position_embeddings, 256);
+  ExecutorOptions options;
+  options.attention_kernel = std::get<1>(GetParam()) == Kernel::kV2 ? "v2" : "v1";
+  options.block_size = kBlockSize;
+  options.kv_cache_bytes = 64 << 20;
+  options.max_num_seqs = 16;
+  options.max_num_batched_tokens = 64;
+  options.max_logit_bias = config->vocab_size;
+  absl::StatusOr<std::unique_ptr<Executor>> gpu = CreateCudaExecutor(model, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ((*gpu)->Geometry().vocab_size, config->vocab_size);
+  std::vector<Seq> seqs(16);
+  std::vector<Seq*> all;
+  for (int32_t i = 0; i < 16; ++i) {
+    seqs[i].id = i;
+    seqs[i].tokens = {1 + i, 2, 3, 4};
+    seqs[i].num_prompt = 4;
+    seqs[i].sampling.temperature = i % 4 == 0 ? 0.0f : 0.9f;
+    seqs[i].sampling.seed = static_cast<uint64_t>(i);
+    seqs[i].sampling.num_logprobs = 5;
+    for (int32_t id = 0; id < config->vocab_size; ++id) {
+      seqs[i].sampling.logit_bias.emplace_back(id, id == 7 ? 100.0f : -1.0f);
+    }
+    all.push_back(&seqs[i]);
+  }
+  int32_t next_block = 1;
+  StepPlan plan = testing::PlanTokens(all, 0, kBlockSize, next_block);
+  const int32_t words = TokenBitmaskWords(config->vocab_size);
+  plan.token_masks.words_per_row = words;
+  plan.token_masks.row_of_seq.assign(16, -1);
+  plan.token_masks.bits.assign(static_cast<size_t>(8) * words, 0u);
+  for (int32_t row = 0; row < 8; ++row) {
+    plan.token_masks.row_of_seq[2 * row] = row;
+    for (int32_t t : {11, 12}) plan.token_masks.bits[row * words + (t >> 5)] |= 1u << (t & 31);
+  }
+  absl::StatusOr<StepResult> result = (*gpu)->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->sampled.size(), 16u);
+  for (int32_t i = 0; i < 16; ++i) {
+    const SampledToken& t = result->sampled[i];
+    if (i % 2 == 1) {
+      EXPECT_EQ(t.token_id, 7) << i;
+      continue;
+    }
+    EXPECT_TRUE(t.token_id == 11 || t.token_id == 12) << i << ": " << t.token_id;
+    EXPECT_TRUE(std::isfinite(t.logprob)) << i;
+    ASSERT_EQ(t.top.size(), 2u) << i;  // only the allowed tokens are alternatives
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
