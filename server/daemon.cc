@@ -445,8 +445,9 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
                        " (gRPC) and ", config.host, ":", (*http)->port(), " (HTTP); device ",
                        geometry.device, ", dtype ", geometry.dtype, ", ",
                        frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
-                       " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
-                       absl::FormatDuration(absl::Now() - start)));
+                       " tokens, max_model_len ", engine.max_model_len(),
+                       geometry.kv_pool.empty() ? "" : absl::StrCat(" (", geometry.kv_pool, ")"),
+                       "; ready in ", absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled = WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout,
                                                 **grpc_server, **http, api_keys);
