@@ -1,8 +1,9 @@
 // CPU kernels and decode throughput. Each kernel reports GFLOP/s and GB/s next
 // to a STREAM-like copy measured in the same binary (the machine's practical
 // memory bandwidth), and BM_Decode runs decode steps of the default model
-// through CpuExecutor at a given batch size (tokens/s = items_per_second).
-//   cpu_kernels_bench --benchmark_filter=Stream|Matmul|Decode
+// through CpuExecutor at a given batch size (tokens/s = items_per_second),
+// BM_Prefill one prefill step of whole prompts.
+//   cpu_kernels_bench --benchmark_filter=Stream|Matmul|Decode|Prefill
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -351,6 +352,50 @@ BENCHMARK(BM_Decode)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(5);
+
+// One prefill step per iteration: `seqs` prompts of `prompt` tokens each,
+// from position 0, with the default model's Q4_1 / Q8_0 blocks (dtype auto).
+void BM_Prefill(benchmark::State& state) {
+  const LoadedModel* model = DefaultModel();
+  if (model == nullptr) {
+    state.SkipWithError("default model missing: run scripts/setup");
+    return;
+  }
+  const int32_t seqs = state.range(0), prompt = state.range(1), bs = 16;
+  ExecutorOptions options;
+  options.device = "cpu";
+  options.kv_cache_bytes = int64_t{512} << 20;
+  options.dtype = "auto";
+  auto e = *CpuExecutor::Create(*model, options);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const int32_t blocks_per_seq = (prompt + bs - 1) / bs;
+  std::vector<std::vector<int32_t>> tokens(seqs), blocks(seqs);
+  StepPlan plan;
+  for (int32_t s = 0; s < seqs; ++s) {
+    for (int32_t i = 0; i < prompt; ++i) tokens[s].push_back((s * 131 + i * 7) % 1000 + 10);
+    for (int32_t b = 0; b < blocks_per_seq; ++b) blocks[s].push_back(1 + s * blocks_per_seq + b);
+    ScheduledSeq seq;
+    seq.seq_id = s;
+    seq.all_token_ids = tokens[s];
+    seq.num_prompt_tokens = prompt;
+    seq.num_computed_tokens = 0;
+    seq.num_scheduled_tokens = prompt;
+    seq.block_table = blocks[s];
+    seq.sample = true;
+    seq.sampling = &greedy;
+    plan.seqs.push_back(seq);
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(*e->Execute(plan));
+  state.counters["tokens/s"] = benchmark::Counter(
+      static_cast<double>(seqs) * prompt * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Prefill)
+    ->Args({1, 512})
+    ->Args({4, 128})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3);
 
 }  // namespace
 }  // namespace loom

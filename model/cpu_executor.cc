@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "model/kv_cache_sizing.h"
 
@@ -17,9 +19,18 @@ namespace {
 
 constexpr int64_t kMaxDefaultKvBytes = int64_t{4} << 30;
 
-int64_t DefaultKvBudget() {
-  const int64_t available = static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  return std::min(kMaxDefaultKvBytes, available / 4);
+int64_t AvailableBytes() {
+  return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+}
+
+// The pool reserves address space only: its pages are committed as they are
+// first written (base/zero_pages.h), so a generous default costs no memory
+// until the KV is in use, and a quarter of the free RAM leaves the rest to
+// the weights and to other processes.
+int64_t DefaultKvBudget(int64_t available) { return std::min(kMaxDefaultKvBytes, available / 4); }
+
+std::string GiB(int64_t bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (int64_t{1} << 30));
 }
 
 // The raw model logprob of target and the top k alternatives (best first,
@@ -67,6 +78,11 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
     return absl::InvalidArgumentError(absl::StrCat(
         "dtype ", options.dtype, " is not supported on cpu (auto, bfloat16, float32)"));
   }
+  if (options.cpu_prefill_precision != "float32" && options.cpu_prefill_precision != "int8") {
+    return absl::InvalidArgumentError(absl::StrCat("cpu_prefill_precision ",
+                                                   options.cpu_prefill_precision,
+                                                   " is not supported (float32, int8)"));
+  }
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("block_size ", options.block_size));
   }
@@ -82,7 +98,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
       LoadLlamaWeights(c, *model.weights, dtype, *e->pool_, keep_quantized);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
-  e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_);
+  e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_,
+                                               options.cpu_prefill_precision == "int8");
   e->sampling_limits_ = {.vocab_size = c.vocab_size, .max_logit_bias = options.max_logit_bias};
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;
   if (e->max_model_len_ <= 0) e->max_model_len_ = c.max_position_embeddings;
@@ -101,7 +118,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
                          options.block_size,
                          static_cast<int32_t>(sizeof(float)),
                          {}};
-  const int64_t budget = options.kv_cache_bytes > 0 ? options.kv_cache_bytes : DefaultKvBudget();
+  const int64_t available = AvailableBytes();
+  const int64_t budget =
+      options.kv_cache_bytes > 0 ? options.kv_cache_bytes : DefaultKvBudget(available);
   const int32_t num_blocks = NumBlocksForBudget(spec, budget);
   if (num_blocks < e->kv_layout_.cache.stride() + 1) {
     return absl::InvalidArgumentError(
@@ -112,6 +131,12 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
   const size_t layer_elems =
       static_cast<size_t>(num_blocks) * c.num_kv_heads * options.block_size * c.head_dim;
   e->kv_.Allocate(e->kv_layout_.layers_per_page, layer_elems);
+  e->kv_pool_ =
+      absl::StrCat("float32 KV pool of ", GiB(budget), ", ",
+                   options.kv_cache_bytes > 0
+                       ? "--kv_cache_bytes"
+                       : absl::StrCat("min(4 GiB, a quarter of the ", GiB(available), " free)"),
+                   "; pages committed on first write");
   return e;
 }
 
@@ -124,6 +149,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   g.prompt_logprobs = true;
   g.vocab_size = config_.vocab_size;
   g.kv_layout = kv_layout_.cache;
+  g.kv_pool = kv_pool_;
   // The conversion dtype: with auto it names the weights that are not kept
   // in ggml blocks (weights() tells which are).
   g.dtype = LinearDTypeName(dtype_);

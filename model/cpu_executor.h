@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -51,6 +52,7 @@ class CpuExecutor final : public Executor {
   LlamaWeights weights_;
   std::unique_ptr<LlamaForward> forward_;
   ModelKvLayout kv_layout_;
+  std::string kv_pool_;                 // ExecutorGeometry::kv_pool
   std::vector<bool> kv_sliding_entry_;  // per table entry of a logical block
   KvPool kv_;
   int32_t max_model_len_ = 0;

@@ -33,6 +33,9 @@ struct ExecutorGeometry {
   // How the layers share block tables (types/kv_cache_layout.h); the plans'
   // block tables follow it.
   KvCacheLayout kv_layout;
+  // How the KV pool's size and dtype were chosen, for the start-up log;
+  // empty when the executor says nothing.
+  std::string kv_pool;
 };
 
 class Executor {

@@ -26,6 +26,10 @@ struct ExecutorOptions {
   int32_t max_model_len = 0;  // 0: the model's
   // cuda decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
+  // cpu: the activations of prefill matmuls (33 tokens or more in a step) on
+  // Q4_0/Q4_1 weights: float32, or int8 per block of 32 as llama.cpp rounds
+  // them (kernels/cpu/matmul_quant_int8.h).
+  std::string cpu_prefill_precision = "float32";
   // Per-step limits (--max_num_seqs, --max_num_batched_tokens) and the most
   // logit_bias entries a request may carry (--max_logit_bias): the CUDA
   // executor sizes its buffers, graphs and workspaces from them.

@@ -23,9 +23,10 @@ namespace kc = kernels::cpu;
 // so a few long sequences still spread over every thread.
 constexpr int32_t kPartitionSize = 256;
 
-// y[m, w.n] = x[m, w.k] W^T (+ bias).
-void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
-            kernels::ParallelFor& pool) {
+}  // namespace
+
+void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
+                          kernels::ParallelFor& pool) const {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();
   switch (w.dtype) {
     case LinearDType::kFloat32:
@@ -41,15 +42,14 @@ void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
   const std::byte* blocks = w.quant.data();
   int32_t row = 0;
   for (const QuantRows& part : w.parts) {
-    kc::MatmulQuant(
-        {x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n},
-        pool);
+    kc::MatmulQuantParams p{
+        x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
+    p.quantize_x = int8_prefill_;
+    kc::MatmulQuant(p, pool);
     blocks += part.rows * (w.k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type));
     row += part.rows;
   }
 }
-
-}  // namespace
 
 void ForwardBatch::Clear() {
   token_ids.clear();
@@ -63,9 +63,11 @@ void ForwardBatch::Clear() {
   logit_rows.clear();
 }
 
-LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights)
+LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
+                           bool int8_prefill)
     : config_(config),
       weights_(weights),
+      int8_prefill_(int8_prefill),
       kv_layout_(KvLayoutOf(config)),
       inv_freq_(RopeInverseFrequencies(config)),
       inv_freq_local_(RopeInverseFrequencies(config, /*sliding=*/true)) {}

@@ -63,8 +63,10 @@ struct KvPool {
 
 class LlamaForward {
  public:
-  // config and weights must outlive this object.
-  LlamaForward(const ModelConfig& config, const LlamaWeights& weights);
+  // config and weights must outlive this object. int8_prefill: Q4_0/Q4_1
+  // matmuls of 33 tokens or more round their activations to int8
+  // (MatmulQuantParams::quantize_x).
+  LlamaForward(const ModelConfig& config, const LlamaWeights& weights, bool int8_prefill = false);
 
   // Runs the batch; writes [logit_rows.size(), vocab] logits. on_layer runs
   // after each layer (progress for the engine's liveness).
@@ -85,8 +87,13 @@ class LlamaForward {
   // proj_, or with a sandwich norm's weight proj_ normed into post_normed_.
   const float* PostNorm(const std::vector<float>& weight, int32_t t, kernels::ParallelFor& pool);
 
+  // y[m, w.n] = x[m, w.k] W^T (+ bias).
+  void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
+              kernels::ParallelFor& pool) const;
+
   const ModelConfig& config_;
   const LlamaWeights& weights_;
+  const bool int8_prefill_;
   const ModelKvLayout kv_layout_;
   std::vector<float> inv_freq_;
   std::vector<float> inv_freq_local_;  // of the sliding-window layers

@@ -47,7 +47,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager* cache)
   // chunk, or that prefill could be passed over.
   LOOM_CHECK(config_.max_num_batched_tokens >= config_.max_num_seqs);
   LOOM_CHECK(config_.long_prefill_token_threshold >= 0);
+  LOOM_CHECK(config_.max_num_partial_prefills >= 0);
   LOOM_CHECK(config_.priority_aging > absl::ZeroDuration());
+  LOOM_CHECK(config_.prompt_token_aging > absl::ZeroDuration());
 }
 
 StepPlan Scheduler::Schedule(absl::Time now) {
@@ -61,12 +63,13 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   scheduled_.reserve(running_.size() + 8);
   num_scheduled_samples_ = 0;
   int32_t budget = config_.max_num_batched_tokens;
-  const bool preempted = !ScheduleRunning(budget, plan);
+  int32_t num_prefills = 0;
+  const bool preempted = !ScheduleRunning(budget, num_prefills, plan);
   // ScheduleRunning dropped the ended sequences from running_, the last
   // pointers into retired requests.
   retired_.clear();
   if (!preempted) {
-    AdmitWaiting(now, budget, plan);
+    AdmitWaiting(now, budget, num_prefills, plan);
   }
   FillTokenMasks(plan);
   in_flight_ = true;
@@ -105,7 +108,7 @@ void Scheduler::FillTokenMasks(StepPlan& plan) const {
   }
 }
 
-bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
+bool Scheduler::ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan& plan) {
   RunningPass pass{.decodes_left = num_running_decodes_,
                    .num_free_blocks = cache_->NumFreeBlocks()};
   // One pass over running_ plans the step and drops the sequences that ended
@@ -121,9 +124,14 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
       continue;
     }
     running_[kept++] = &seq;
+    const int32_t num_uncomputed = seq.num_uncomputed_tokens();
     const int32_t num_new = RunningChunk(seq, budget, pass.decodes_left);
     if (num_new <= 0) {
       continue;
+    }
+    const bool partial = num_new < num_uncomputed;
+    if (partial && !HasPrefillSlot(num_prefills)) {
+      continue;  // a partial prefill waits for a slot; its blocks stay
     }
     // Most decodes fit in the last block held and fill no block: for the
     // cache such a call has nothing to allocate and no full block to hash.
@@ -134,6 +142,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, StepPlan& plan) {
     }
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
+    num_prefills += partial ? 1 : 0;
   }
   AllocateBatch(plan);
   // The sequences the budget did not reach keep their places.
@@ -224,7 +233,8 @@ void Scheduler::AllocateBatch(StepPlan& plan) {
   batch_seqs_.clear();
 }
 
-void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
+void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefills,
+                             StepPlan& plan) {
   const size_t num_old = running_.size();
   while (!waiting_.empty() && budget > 0) {
     PrefetchWaitingAhead();
@@ -237,7 +247,12 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     // request computes its whole prompt (it still fills the cache for others).
     ComputedBlocks hit;
     if (seq.request->num_prompt_logprobs < 0) hit = cache_->GetComputedBlocks(req);
-    const int32_t num_new = ChunkSize(seq.num_tokens() - hit.num_computed_tokens, budget);
+    const int32_t num_uncomputed = seq.num_tokens() - hit.num_computed_tokens;
+    const int32_t num_new = ChunkSize(num_uncomputed, budget);
+    const bool partial = num_new < num_uncomputed;
+    if (partial && !HasPrefillSlot(num_prefills)) {
+      break;
+    }
     const std::optional<SlotAllocation> allocation = cache_->AllocateSlots(req, 0, num_new, &hit);
     if (!allocation.has_value()) {
       break;
@@ -246,6 +261,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan) {
     StartRunning(seq, hit.num_computed_tokens, allocation->block_table, now);
     AddToPlan(seq, num_new, plan);
     budget -= num_new;
+    num_prefills += partial ? 1 : 0;
   }
   std::inplace_merge(running_.begin(), running_.begin() + static_cast<std::ptrdiff_t>(num_old),
                      running_.end(), KeyLess());
@@ -511,6 +527,10 @@ bool Scheduler::StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const 
 
 int32_t Scheduler::BlocksFor(int32_t num_tokens) const {
   return (num_tokens + block_size_ - 1) / block_size_;
+}
+
+bool Scheduler::HasPrefillSlot(int32_t num_prefills) const {
+  return config_.max_num_partial_prefills == 0 || num_prefills < config_.max_num_partial_prefills;
 }
 
 int64_t Scheduler::MaxBlocksFor(int32_t max_seq_len) const {

@@ -13,17 +13,29 @@
 // A step schedules up to max_num_batched_tokens tokens: one per decode, a
 // chunk per prefill (capped by long_prefill_token_threshold), so prefill chunks
 // and decodes share steps and a long prompt never stalls running decodes
-// (prefill chunks leave room for the decodes behind them).
+// (prefill chunks leave room for the decodes behind them). At most
+// max_num_partial_prefills sequences get a prefill chunk that leaves part of
+// their prompt for later steps, so long prompts are prefilled a few at a time
+// in key order, which finishes the first ones early instead of all of them
+// late, and the work a step adds to its decodes (and to their inter-token
+// latency) stays near threshold times that many tokens; a prompt whose rest
+// fits its chunk needs no slot, so a wave of short prompts still starts in one
+// step.
 //
 // Order and fairness. Sequences are ordered by a key (SeqKey): under FCFS the
 // submission order; under the priority policy arrival_time + priority *
 // priority_aging, which is "lower priority value first" with aging: waiting
 // one priority_aging is worth one priority level, so a later request overtakes
-// an earlier one only by a bounded amount of time. Three rules use the key:
-//   1. Running sequences get their tokens in key order.
+// an earlier one only by a bounded amount of time; under the shortest-prompt
+// policy arrival_time + prompt tokens * prompt_token_aging, which lowers mean
+// time to first token (shorter prefills first), and a request is overtaken
+// only by one whose prompt is shorter by more tokens than the time between
+// their arrivals is worth. Three rules use the key:
+//   1. Running sequences get their tokens in key order (prefill chunks while
+//      a prefill slot is left).
 //   2. Waiting sequences are admitted strictly in key order; when the head
-//      does not fit (blocks, batch slots, budget, reservation), nothing behind
-//      it is admitted in this step.
+//      does not fit (blocks, batch slots, budget, prefill slots, reservation),
+//      nothing behind it is admitted in this step.
 //   3. When blocks run out, the running sequence with the greatest key is
 //      preempted (it frees its blocks, keeps its tokens and re-enters the
 //      waiting queue at its key, i.e. its original arrival position).
@@ -35,9 +47,10 @@
 // drains until the head fits (preempted ones queue behind it). So a sequence
 // can only be delayed by sequences with smaller keys, and there are finitely
 // many: under FCFS the earlier submissions, under the priority policy those
-// arriving before its rank minus their priority times priority_aging. No
-// request is passed over forever. A step that preempts admits nothing (as in
-// vLLM).
+// arriving before its rank minus their priority times priority_aging, under
+// the shortest-prompt policy those arriving before its rank minus their prompt
+// times prompt_token_aging. No request is passed over forever. A step that
+// preempts admits nothing (as in vLLM).
 //
 // Admission. kOptimistic admits while blocks for the next chunk exist (vLLM's
 // default) and relies on preemption. kReserve admits a request only when the
@@ -190,6 +203,10 @@ class Scheduler {
   // of two: this runs for every sequence every step.
   [[nodiscard]] bool StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const;
   [[nodiscard]] int32_t ChunkSize(int32_t num_uncomputed, int32_t budget) const;
+  // Whether one more sequence may compute a partial prefill chunk (one that
+  // leaves prompt tokens for later) in this step, after num_prefills
+  // (max_num_partial_prefills).
+  [[nodiscard]] bool HasPrefillSlot(int32_t num_prefills) const;
   [[nodiscard]] Sequence* FindSeq(RequestHandle handle, uint32_t index) const;
   [[nodiscard]] static int32_t IsDecode(const Sequence& seq) {
     return seq.num_uncomputed_tokens() == 1 ? 1 : 0;
@@ -200,9 +217,11 @@ class Scheduler {
   [[nodiscard]] int32_t MaxSeqLen(const RequestParams& params) const;
   [[nodiscard]] std::unique_ptr<Request> NewRequest(RequestHandle handle, RequestParams params);
 
-  // Schedule's two phases. ScheduleRunning returns false when it preempted.
-  bool ScheduleRunning(int32_t& budget, StepPlan& plan);
-  void AdmitWaiting(absl::Time now, int32_t& budget, StepPlan& plan);
+  // Schedule's two phases, which share the token budget and count the
+  // sequences given a partial prefill chunk. ScheduleRunning returns false when it
+  // preempted.
+  bool ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan& plan);
+  void AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefills, StepPlan& plan);
 
   // What ScheduleRunning's pass over running_ carries from one sequence to
   // the next. Cache calls are collected into one batch while the blocks they

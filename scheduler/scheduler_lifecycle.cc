@@ -101,10 +101,12 @@ std::unique_ptr<Request> Scheduler::NewRequest(RequestHandle handle, RequestPara
   request->num_pending = params.n - 1;
 
   absl::Time rank = absl::UnixEpoch();
+  const absl::Time arrival =
+      params.arrival_time == absl::InfinitePast() ? last_now_ : params.arrival_time;
   if (config_.policy == SchedulingPolicy::kPriority) {
-    const absl::Time arrival =
-        params.arrival_time == absl::InfinitePast() ? last_now_ : params.arrival_time;
     rank = arrival + config_.priority_aging * params.priority;
+  } else if (config_.policy == SchedulingPolicy::kShortestPrompt) {
+    rank = arrival + config_.prompt_token_aging * num_prompt_tokens;
   }
   const StopBounds bounds =
       StopBounds::From(StopRules::From(request->stopping), num_prompt_tokens, max_model_len_);

@@ -69,8 +69,13 @@ EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& mod
   s.max_num_batched_tokens = ResolvedMaxNumBatchedTokens(config, device);
   s.max_model_len = model.max_model_len;
   s.max_queued_requests = config.max_queued_requests;
-  s.policy = config.scheduling_policy == "priority" ? SchedulingPolicy::kPriority
-                                                    : SchedulingPolicy::kFcfs;
+  s.policy = config.scheduling_policy == "priority"          ? SchedulingPolicy::kPriority
+             : config.scheduling_policy == "shortest_prompt" ? SchedulingPolicy::kShortestPrompt
+                                                             : SchedulingPolicy::kFcfs;
+  const PrefillChunking chunking = ResolvedPrefillChunking(config, device);
+  s.long_prefill_token_threshold = chunking.long_prefill_token_threshold;
+  s.max_num_partial_prefills = chunking.max_num_partial_prefills;
+  s.prompt_token_aging = chunking.prompt_token_aging;
   s.admission =
       config.admission == "reserve" ? AdmissionPolicy::kReserve : AdmissionPolicy::kOptimistic;
   s.eos_token_ids =
@@ -85,6 +90,7 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   options.device = config.device;
   options.dtype = config.dtype;
   options.attention_kernel = config.attention_kernel;
+  options.cpu_prefill_precision = config.cpu_prefill_precision;
   options.block_size = config.block_size;
   options.kv_cache_bytes = config.kv_cache_bytes;
   options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;
@@ -439,8 +445,9 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
                        " (gRPC) and ", config.host, ":", (*http)->port(), " (HTTP); device ",
                        geometry.device, ", dtype ", geometry.dtype, ", ",
                        frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
-                       " tokens, max_model_len ", engine.max_model_len(), "; ready in ",
-                       absl::FormatDuration(absl::Now() - start)));
+                       " tokens, max_model_len ", engine.max_model_len(),
+                       geometry.kv_pool.empty() ? "" : absl::StrCat(" (", geometry.kv_pool, ")"),
+                       "; ready in ", absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled = WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout,
                                                 **grpc_server, **http, api_keys);
@@ -539,9 +546,16 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
       std::shared_ptr<const Tokenizer>(model, model->tokenizer.get()));
   const std::string device = (*executor)->Geometry().device;
   const EngineConfig engine_config = MakeEngineConfig(config, *model, device);
-  LogLine(absl::StrCat(
-      "max_num_batched_tokens ", engine_config.scheduler.max_num_batched_tokens,
-      config.max_num_batched_tokens == 0 ? absl::StrCat(" (by device: ", device, ")") : ""));
+  const SchedulerConfig& sched = engine_config.scheduler;
+  LogLine(absl::StrCat("scheduler (", device, "): max_num_batched_tokens ",
+                       sched.max_num_batched_tokens, ", long_prefill_token_threshold ",
+                       sched.long_prefill_token_threshold, ", max_num_partial_prefills ",
+                       sched.max_num_partial_prefills, ", scheduling_policy ",
+                       config.scheduling_policy,
+                       sched.policy == SchedulingPolicy::kShortestPrompt
+                           ? absl::StrCat(" (prompt_token_aging ",
+                                          absl::FormatDuration(sched.prompt_token_aging), ")")
+                           : ""));
   Engine engine(engine_config, *std::move(executor), std::move(detokenizer));
 
   const ExecutorGeometry& geometry = engine.geometry();

@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, device, "auto", "auto (cuda when usable, else cpu), cpu o
 ABSL_FLAG(std::string, dtype, "auto", "auto, float32, bfloat16 or float16.");
 ABSL_FLAG(std::string, attention_kernel, "auto",
           "CUDA paged decode attention: auto (v1 until v2 is verified on a GPU), v1 or v2.");
+ABSL_FLAG(std::string, cpu_prefill_precision, "float32",
+          "CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8 (llama.cpp's "
+          "precision, about twice as fast).");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
 ABSL_FLAG(int32_t, http_port, 8080,
           "HTTP port for the OpenAI API, /metrics, /healthz and /readyz (0: a free one).");
@@ -39,7 +42,18 @@ ABSL_FLAG(int32_t, max_model_len, 0, "Context length (0: from the model).");
 ABSL_FLAG(int32_t, max_queued_requests, 1024,
           "Waiting requests beyond this get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(bool, enable_prefix_caching, true, "Share KV blocks of common prompt prefixes.");
-ABSL_FLAG(std::string, scheduling_policy, "fcfs", "fcfs or priority.");
+ABSL_FLAG(std::string, scheduling_policy, "fcfs",
+          "fcfs, priority or shortest_prompt (shorter prompts first, aged by "
+          "--prompt_token_aging).");
+ABSL_FLAG(int32_t, long_prefill_token_threshold, -1,
+          "Most tokens of one prefill chunk (0: no cap; -1: by device, 128 on the CPU, no cap on "
+          "a GPU).");
+ABSL_FLAG(int32_t, max_num_partial_prefills, -1,
+          "Most sequences given a prefill chunk that leaves part of their prompt for later, in "
+          "one step (0: no limit; -1: by device, 1 on the CPU, no limit on a GPU).");
+ABSL_FLAG(absl::Duration, prompt_token_aging, absl::ZeroDuration(),
+          "shortest_prompt: waiting this long is worth one prompt token (0: by device, 2ms on "
+          "the CPU, 100us on a GPU).");
 ABSL_FLAG(std::string, admission, "optimistic",
           "optimistic (admit while blocks exist, preempt when full) or reserve (admit only "
           "when prompt + max_tokens fit, never preempt).");
@@ -106,7 +120,8 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "and OpenAI route then needs \"Authorization: Bearer <key>\". Reloaded on SIGHUP and "
           "when the file changes. Empty: no auth.");
 ABSL_FLAG(bool, metrics_require_auth, false, "GET /metrics needs an API key too.");
-ABSL_FLAG(std::string, reflection, "open", "gRPC server reflection: open, auth (needs a key of --api_keys_file) or off.");
+ABSL_FLAG(std::string, reflection, "open",
+          "gRPC server reflection: open, auth (needs a key of --api_keys_file) or off.");
 ABSL_FLAG(int32_t, tenant_max_concurrent_requests, 0,
           "Requests one tenant (of --api_keys_file) may have in flight; more get "
           "RESOURCE_EXHAUSTED / 429. 0: no cap.");
@@ -215,6 +230,7 @@ int Run(int argc, char** argv) {
   config.device = absl::GetFlag(FLAGS_device);
   config.dtype = absl::GetFlag(FLAGS_dtype);
   config.attention_kernel = absl::GetFlag(FLAGS_attention_kernel);
+  config.cpu_prefill_precision = absl::GetFlag(FLAGS_cpu_prefill_precision);
   config.port = absl::GetFlag(FLAGS_port);
   config.http_port = absl::GetFlag(FLAGS_http_port);
   config.host = absl::GetFlag(FLAGS_host);
@@ -228,6 +244,9 @@ int Run(int argc, char** argv) {
   config.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
   config.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   config.scheduling_policy = absl::GetFlag(FLAGS_scheduling_policy);
+  config.long_prefill_token_threshold = absl::GetFlag(FLAGS_long_prefill_token_threshold);
+  config.max_num_partial_prefills = absl::GetFlag(FLAGS_max_num_partial_prefills);
+  config.prompt_token_aging = absl::GetFlag(FLAGS_prompt_token_aging);
   config.admission = absl::GetFlag(FLAGS_admission);
   if (!ParseDurationFlag("drain_timeout", absl::GetFlag(FLAGS_drain_timeout),
                          &config.drain_timeout) ||

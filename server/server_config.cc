@@ -137,6 +137,8 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   LOOM_RETURN_IF_ERROR(CheckOneOf("device", c.device, {"auto", "cpu", "cuda"}));
   LOOM_RETURN_IF_ERROR(CheckOneOf("dtype", c.dtype, {"auto", "float32", "bfloat16", "float16"}));
   LOOM_RETURN_IF_ERROR(CheckOneOf("attention_kernel", c.attention_kernel, {"auto", "v1", "v2"}));
+  LOOM_RETURN_IF_ERROR(
+      CheckOneOf("cpu_prefill_precision", c.cpu_prefill_precision, {"float32", "int8"}));
   LOOM_RETURN_IF_ERROR(CheckPort("port", c.port));
   LOOM_RETURN_IF_ERROR(CheckPort("http_port", c.http_port));
   if (c.host.empty()) {
@@ -175,7 +177,20 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "generation_config must be auto, none or a folder holding generation_config.json");
   }
-  LOOM_RETURN_IF_ERROR(CheckOneOf("scheduling_policy", c.scheduling_policy, {"fcfs", "priority"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("scheduling_policy", c.scheduling_policy,
+                                  {"fcfs", "priority", "shortest_prompt"}));
+  if (c.long_prefill_token_threshold < -1) {
+    return Invalid("long_prefill_token_threshold", ">= 0 (0 = no cap), or -1 (by device)",
+                   absl::StrCat(c.long_prefill_token_threshold));
+  }
+  if (c.max_num_partial_prefills < -1) {
+    return Invalid("max_num_partial_prefills", ">= 0 (0 = no limit), or -1 (by device)",
+                   absl::StrCat(c.max_num_partial_prefills));
+  }
+  if (c.prompt_token_aging < absl::ZeroDuration()) {
+    return Invalid("prompt_token_aging", ">= 0 (0 = by device)",
+                   absl::FormatDuration(c.prompt_token_aging));
+  }
   LOOM_RETURN_IF_ERROR(CheckOneOf("admission", c.admission, {"optimistic", "reserve"}));
   if (c.drain_timeout < absl::ZeroDuration()) {
     return Invalid("drain_timeout", ">= 0s", absl::FormatDuration(c.drain_timeout));
@@ -244,6 +259,21 @@ std::string ResolveModelPath(absl::string_view flag_value, absl::string_view env
     return ExpandHome(env_value, home);
   }
   return ExpandHome(default_path, home);
+}
+
+PrefillChunking ResolvedPrefillChunking(const ServerConfig& config, absl::string_view device) {
+  const bool cpu = device == "cpu";
+  PrefillChunking c;
+  c.long_prefill_token_threshold = config.long_prefill_token_threshold >= 0
+                                       ? config.long_prefill_token_threshold
+                                       : (cpu ? kCpuLongPrefillTokenThreshold : 0);
+  c.max_num_partial_prefills = config.max_num_partial_prefills >= 0
+                                   ? config.max_num_partial_prefills
+                                   : (cpu ? kCpuMaxNumPartialPrefills : 0);
+  c.prompt_token_aging = config.prompt_token_aging > absl::ZeroDuration()
+                             ? config.prompt_token_aging
+                             : (cpu ? absl::Milliseconds(2) : absl::Microseconds(100));
+  return c;
 }
 
 int32_t ResolvedMaxNumBatchedTokens(const ServerConfig& config, absl::string_view device) {

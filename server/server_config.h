@@ -19,6 +19,9 @@ struct ServerConfig {
   std::string dtype = "auto";
   // CUDA decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
+  // CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8
+  // (llama.cpp's precision, about twice as fast).
+  std::string cpu_prefill_precision = "float32";
   int32_t port = 50051;  // 0 picks a free port
   int32_t http_port = 8080;
   std::string host = "0.0.0.0";
@@ -28,12 +31,17 @@ struct ServerConfig {
   int32_t max_num_seqs = 256;
   // 0 = by device (ResolvedMaxNumBatchedTokens).
   int32_t max_num_batched_tokens = 0;
+  // Prefill chunking (SchedulerConfig); -1 = by device (ResolvedPrefillChunking).
+  int32_t long_prefill_token_threshold = -1;  // 0 = no cap
+  int32_t max_num_partial_prefills = -1;      // 0 = no limit
+  // shortest_prompt's aging per prompt token; 0 = by device.
+  absl::Duration prompt_token_aging = absl::ZeroDuration();
   int32_t max_logit_bias = 1024;  // logit_bias entries per request
   int32_t max_model_len = 0;      // 0: from the model
   int32_t max_queued_requests = 1024;
   bool enable_prefix_caching = true;
-  std::string scheduling_policy = "fcfs";
-  std::string admission = "optimistic";  // optimistic (preempt when full) or reserve
+  std::string scheduling_policy = "fcfs";  // fcfs, priority or shortest_prompt
+  std::string admission = "optimistic";    // optimistic (preempt when full) or reserve
   absl::Duration drain_timeout = absl::Seconds(30);
   // Work pending and no engine progress this long: liveness probes fail.
   absl::Duration engine_stall_timeout = absl::Seconds(60);
@@ -116,6 +124,22 @@ int32_t TenantMaxWaiting(const ServerConfig& config);
 inline constexpr int32_t kCpuMaxNumBatchedTokens = 512;
 inline constexpr int32_t kGpuMaxNumBatchedTokens = 8192;
 int32_t ResolvedMaxNumBatchedTokens(const ServerConfig& config, absl::string_view device);
+
+// Prefill chunking by device where a flag is left at -1 (0 for the aging). On
+// the CPU a step adds at most one chunk of kCpuLongPrefillTokenThreshold
+// prompt tokens to its decodes: their inter-token latency stays within a few
+// decode steps, and prompts are prefilled one after another, the first ones
+// finished early (docs/benchmarks.md, the sweep). GPUs keep vLLM's defaults
+// (no cap, no limit). The shortest-prompt policy ages a request by about one
+// token's prefill time per prompt token.
+struct PrefillChunking {
+  int32_t long_prefill_token_threshold;
+  int32_t max_num_partial_prefills;
+  absl::Duration prompt_token_aging;
+};
+inline constexpr int32_t kCpuLongPrefillTokenThreshold = 128;
+inline constexpr int32_t kCpuMaxNumPartialPrefills = 1;
+PrefillChunking ResolvedPrefillChunking(const ServerConfig& config, absl::string_view device);
 
 // The model to load: the --model flag when given, else $LOOM_MODEL when set,
 // else the bundled default. A leading "~/" expands to home.

@@ -10,7 +10,7 @@
 
 namespace loom {
 
-enum class SchedulingPolicy { kFcfs, kPriority };
+enum class SchedulingPolicy { kFcfs, kPriority, kShortestPrompt };
 enum class AdmissionPolicy { kOptimistic, kReserve };
 
 struct SchedulerConfig {
@@ -21,9 +21,17 @@ struct SchedulerConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   AdmissionPolicy admission = AdmissionPolicy::kOptimistic;
   int32_t long_prefill_token_threshold = 0;  // most tokens of one prefill chunk; 0 = no cap
+  // Sequences that may compute a prefill chunk leaving part of their prompt
+  // for later, in one step (vLLM's max_num_partial_prefills); 0 = no limit.
+  // With the threshold it bounds the long-prompt work a step adds to the
+  // decodes that share it.
+  int32_t max_num_partial_prefills = 0;
   std::vector<int32_t> eos_token_ids;
   // Priority policy: waiting this long is worth one priority level. Positive.
   absl::Duration priority_aging = absl::Seconds(1);
+  // Shortest-prompt policy: waiting this long is worth one prompt token
+  // (about the time one token of prefill takes). Positive.
+  absl::Duration prompt_token_aging = absl::Milliseconds(2);
 };
 
 }  // namespace loom

@@ -1,7 +1,9 @@
 // Paged attention on the CPU. The reference is the textbook two-pass softmax
 // per (token, head). The fast path works per (token, kv head, partition): the
 // query heads sharing a kv head read each K/V row once (GQA), partitions of
-// long contexts run in parallel, and a reduce merges them (flash-decoding).
+// long contexts run in parallel, and a reduce merges them (flash-decoding);
+// each item runs attention_decode.cc's kernel on AVX2. Prefill chunks go to
+// attention_prefill.cc, tiled over queries.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/cpu/attention_decode.h"
+#include "kernels/cpu/attention_prefill.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/parallel.h"
 
@@ -60,13 +64,7 @@ inline void ForEachPosition(const PagedKv<float>& kv, int32_t seq, int32_t kv_he
   }
 }
 
-struct Item {
-  int32_t seq;
-  int32_t token;
-  int32_t kv_head;
-  int32_t begin;  // first position of the partition
-  int32_t end;    // one past its last position
-};
+using Item = AttendItem;
 
 // scores[g * len + i] = scale * q_g . k_i for the group's query heads g over
 // the item's positions i.
@@ -133,11 +131,6 @@ __attribute__((always_inline)) inline void AttendItemBody(const PagedAttentionPa
 using AttendFn = void (*)(const PagedAttentionParams<float>&, const Item&, float*, float*, float*,
                           float*);
 
-__attribute__((target("avx512f"))) void AttendItemAvx512(const PagedAttentionParams<float>& p,
-                                                         const Item& it, float* scores, float* acc,
-                                                         float* max_out, float* sum_out) {
-  AttendItemBody(p, it, scores, acc, max_out, sum_out);
-}
 __attribute__((target("avx2,fma"))) void AttendItemAvx2(const PagedAttentionParams<float>& p,
                                                         const Item& it, float* scores, float* acc,
                                                         float* max_out, float* sum_out) {
@@ -228,10 +221,11 @@ void CheckTokens(const PagedAttentionParams<float>& p, const Partitioning& parts
   }
 }
 
-AttendFn AttendForCpu() {
-  return DetectedSimd() == SimdLevel::kAvx512 ? AttendItemAvx512
-         : DetectedSimd() == SimdLevel::kAvx2 ? AttendItemAvx2
-                                              : AttendItemScalar;
+// The vector kernel (attention_decode.h) where it applies, else the
+// compiler-vectorised loops.
+AttendFn AttendForCpu(int32_t head_dim) {
+  if (VectorDecodeSupported(head_dim)) return AttendItemVector;
+  return DetectedSimd() >= SimdLevel::kAvx2 ? AttendItemAvx2 : AttendItemScalar;
 }
 
 // One kv head's results for its query heads: normalised into out when the
@@ -258,13 +252,15 @@ void StoreItem(const PagedAttentionParams<float>& p, const Partitioning& parts, 
   }
 }
 
-// Every (token, kv head, partition) item, in parallel.
+// Every (token, kv head, partition) item of the tokens PrefillAttention does
+// not take, in parallel.
 void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts,
-                 const std::vector<int32_t>& seq_of, ParallelFor& pool) {
+                 const std::vector<int32_t>& seq_of, const std::vector<char>& tiled,
+                 ParallelFor& pool) {
   const PagedKv<float>& kv = p.kv;
   const int32_t d = kv.head_dim;
   const int32_t group = p.num_heads / kv.num_kv_heads;
-  const AttendFn attend = AttendForCpu();
+  const AttendFn attend = AttendForCpu(d);
   const int64_t num_items = static_cast<int64_t>(kv.num_tokens) * kv.num_kv_heads * parts.parts;
   pool.Run(num_items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
@@ -274,7 +270,7 @@ void AttendItems(const PagedAttentionParams<float>& p, const Partitioning& parts
       const int32_t t = static_cast<int32_t>(idx / parts.parts / kv.num_kv_heads);
       const int32_t n_parts = parts.NumParts(p, t);
       const int32_t first_part = parts.FirstPart(p, t);
-      if (part < first_part || part >= n_parts) continue;
+      if (part < first_part || part >= n_parts || tiled[t]) continue;
       const int32_t n = kv.positions[t] + 1;
       const int32_t first = kv.WindowStart(kv.positions[t]);
       const Item it{seq_of[t], t, kvh,
@@ -322,10 +318,19 @@ void PagedAttention(const PagedAttentionParams<float>& p, ParallelFor& pool) {
   const Partitioning parts = CheckPartitioning(p);
   const std::vector<int32_t> seq_of = TokenSeqs(p.kv);
   CheckTokens(p, parts, seq_of);
-  AttendItems(p, parts, seq_of, pool);
+  std::vector<char> tiled(p.kv.num_tokens);
+  bool any_tiled = false;
+  for (int32_t t = 0; t < p.kv.num_tokens; ++t) {
+    tiled[t] = IsTiledPrefill(p.kv, seq_of[t]);
+    any_tiled = any_tiled || tiled[t];
+  }
+  if (any_tiled) PrefillAttention(p, pool);
+  AttendItems(p, parts, seq_of, tiled, pool);
   if (!parts.split) return;
   pool.Run(static_cast<int64_t>(p.kv.num_tokens) * p.num_heads, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t th = begin; th < end; ++th) ReduceHead(p, parts, th);
+    for (int64_t th = begin; th < end; ++th) {
+      if (!tiled[th / p.num_heads]) ReduceHead(p, parts, th);
+    }
   });
 }
 

@@ -3,6 +3,8 @@
 // cache while the tile walks every row of x.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "base/check.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_tiles.h"
@@ -64,6 +66,15 @@ void MatmulSerial(const MatmulParams<float>& p, SimdLevel level) {
 void MatmulWithSimd(const MatmulParams<float>& p, ParallelFor& pool, SimdLevel level) {
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
+  if (p.m >= tiles::kPanelMinRows && panels::Supported(level)) {
+    // The same panels as the other formats' widened W, so that they all give
+    // the bits of this matmul on their float32 values.
+    tiles::RunPanels(OperandsOf(p), pool, kRowsPerTask,
+                     [&](const float* rows, int count, float* out) {
+                       std::memcpy(out, rows, sizeof(float) * count * p.k);
+                     });
+    return;
+  }
   tiles::RunTiles(OperandsOf(p), tiles::TilesFor<Float32Weights>(level), pool, kRowsPerTask);
 }
 

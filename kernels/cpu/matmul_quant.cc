@@ -19,6 +19,7 @@
 #include "base/float16.h"
 #include "kernels/cpu/dequant_blocks.h"
 #include "kernels/cpu/matmul_kquant.h"
+#include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiles.h"
 
 namespace loom::kernels::cpu {
@@ -327,6 +328,10 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
   const int64_t even = (p.n + pool.NumThreads() - 1) / pool.NumThreads();
   const int64_t rows_per_task = std::clamp<int64_t>(
       (even + tiles::kNr - 1) / tiles::kNr * tiles::kNr, kRowsPerSlice, kMaxRowsPerTask);
+  if (p.quantize_x && p.m >= tiles::kPanelMinRows && int8::Supported(p.type, level)) {
+    int8::MatmulInt8(p, pool, rows_per_task);
+    return;
+  }
   if (p.m >= kWidenMinRows || kernels.tiles == nullptr) {
     tiles::RunWidened(ops, pool, level, rows_per_task, kRowsPerSlice,
                       [&](const std::byte* rows, int64_t count, float* out) {

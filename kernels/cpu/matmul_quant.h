@@ -4,7 +4,10 @@
 // dequantizer does (in registers for a few rows of x, per task slice for more;
 // Q2_K and Q3_K per task slice at every m) and
 // multiplied in float32 like Matmul, so the result is bit-identical to
-// dequantizing W and calling Matmul, for any m.
+// dequantizing W and calling Matmul, for any m. With quantize_x, Q4_0 and Q4_1
+// from 33 rows of x on (prefill) with AVX2 multiply int8-quantized x on the
+// integer units instead (matmul_quant_int8.h): about twice the float32 rate,
+// at llama.cpp's precision.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,8 @@ struct MatmulQuantParams {
   int32_t k = 0;
   int32_t ldx = 0;
   int32_t ldy = 0;
+  // Round x to int8 per block of 32 where the int8 path applies (above).
+  bool quantize_x = false;
 };
 
 // `count` values (a multiple of QuantBlockValues) of blocks to float32, value

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_panels.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/simd_reduce.h"
 #include "kernels/parallel.h"
@@ -277,14 +278,52 @@ void RunTiles(const Operands<W>& p, const TileTable<W>& tiles, ParallelFor& pool
            [&](int64_t n_begin, int64_t n_end) { TileRows(p, tiles, n_begin, n_end); });
 }
 
+// From this many rows of x on (prefill), products go through the panel GEMM
+// (gemm_panels.h), at about twice the register tiles' FMA rate. Up to 32 rows
+// (decode batches) the tiles keep each output's bits what they always were.
+inline constexpr int32_t kPanelMinRows = 33;
+
+// The product by the panel GEMM: tasks of rows_per_task rows of W (rounded up
+// to whole panels), each widened a panel at a time by widen(first row, rows,
+// out) into a per-thread buffer, packed, and multiplied with every row of x.
+template <class W, class Widen>
+void RunPanels(const Operands<W>& p, ParallelFor& pool, int64_t rows_per_task, const Widen& widen) {
+  constexpr int64_t kWidth = panels::kWidth;
+  const int64_t task_rows = (rows_per_task + kWidth - 1) / kWidth * kWidth;
+  pool.Run(p.n, task_rows, [&](int64_t n_begin, int64_t n_end) {
+    thread_local std::vector<float> rows, panel;
+    rows.resize(static_cast<size_t>(kWidth) * p.k);
+    panel.resize(rows.size());
+    for (int64_t begin = n_begin; begin < n_end; begin += kWidth) {
+      const int count = static_cast<int>(std::min(kWidth, n_end - begin));
+      widen(p.w + begin * p.ldw, count, rows.data());
+      panels::Pack(rows.data(), p.k, count, p.k, panel.data());
+      panels::Gemm({.a = p.x,
+                    .lda = p.ldx,
+                    .b = panel.data(),
+                    .ldb = kWidth,
+                    .c = p.y + begin,
+                    .ldc = p.ldy,
+                    .m = p.m,
+                    .k = p.k,
+                    .columns = count,
+                    .bias = p.bias ? p.bias + begin : nullptr});
+    }
+  });
+}
+
 // The product with W widened to float32 first, for many rows of x (where the
 // float32 tiles' full FMA rate beats widening in registers once per 4 rows of
 // x): tasks of rows_per_task rows of W, each widened slice_rows at a time by
 // widen(first row, rows, out) into a per-thread buffer, then multiplied by the
-// float32 tiles.
+// float32 tiles, or from kPanelMinRows rows of x on by the panel GEMM.
 template <class W, class Widen>
 void RunWidened(const Operands<W>& p, ParallelFor& pool, SimdLevel level, int64_t rows_per_task,
                 int64_t slice_rows, const Widen& widen) {
+  if (p.m >= kPanelMinRows && panels::Supported(level)) {
+    RunPanels(p, pool, rows_per_task, widen);
+    return;
+  }
   pool.Run(p.n, rows_per_task, [&](int64_t n_begin, int64_t n_end) {
     thread_local std::vector<float> w_f32;
     w_f32.resize(static_cast<size_t>(std::min(slice_rows, n_end - n_begin)) * p.k);

@@ -70,7 +70,8 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .max_num_batched_tokens = options_.max_num_batched_tokens,
           .prompt_logprobs = options_.prompt_logprobs,
           .vocab_size = options_.vocab_size,
-          .kv_layout = options_.kv_layout};
+          .kv_layout = options_.kv_layout,
+          .kv_pool = "fake executor: no KV pool"};
 }
 
 void FakeExecutor::AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result) {

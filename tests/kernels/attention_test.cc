@@ -15,15 +15,18 @@ namespace {
 
 // A step over a random paged pool: sequence s has context_lens[s] positions in
 // the cache, of which the last query_lens[s] are this step's queries.
-struct PagedStep {
+struct Shape {
   int32_t heads = 6, kv_heads = 2, head_dim = 16, block_size = 4, num_blocks = 64;
+};
+
+struct PagedStep : Shape {
   std::vector<int32_t> context_lens, query_lens;
   std::vector<int32_t> block_tables, query_start, positions, slots;
   int32_t max_blocks = 0;
   std::vector<float> k_cache, v_cache, q;
 
-  PagedStep(std::vector<int32_t> ctx, std::vector<int32_t> qlen, uint32_t seed)
-      : context_lens(std::move(ctx)), query_lens(std::move(qlen)) {
+  PagedStep(std::vector<int32_t> ctx, std::vector<int32_t> qlen, uint32_t seed, Shape shape = {})
+      : Shape(shape), context_lens(std::move(ctx)), query_lens(std::move(qlen)) {
     std::mt19937 rng(seed);
     std::vector<int32_t> free_blocks(num_blocks - 1);
     std::iota(free_blocks.begin(), free_blocks.end(), 1);
@@ -165,6 +168,46 @@ TEST(PagedAttentionTest, FastMatchesReferenceWithAndWithoutPartitions) {
   }
 }
 
+// Prefill chunks long enough for several query tiles and context chunks,
+// head dims that are and are not multiples of 16, block sizes below and above
+// the 16-position chunks, decodes beside them.
+TEST(PagedAttentionTest, TiledPrefillMatchesReference) {
+  ThreadPool pool(3);
+  uint32_t seed = 40;
+  for (const Shape& shape : {Shape{6, 2, 16, 4, 256}, Shape{9, 3, 64, 16, 64},
+                             Shape{4, 4, 24, 32, 32}, Shape{8, 1, 8, 8, 128}}) {
+    PagedStep step({75, 130, 19, 40}, {75, 70, 1, 2}, ++seed, shape);
+    std::vector<float> ref(step.q.size());
+    PagedAttentionRef(step.Params(ref.data()));
+    std::vector<float> fast(step.q.size(), 0.0f);
+    PagedAttention(step.Params(fast.data()), pool);
+    SCOPED_TRACE(testing::Message() << "heads " << shape.heads << " kv heads " << shape.kv_heads
+                                    << " dim " << shape.head_dim << " block " << shape.block_size);
+    ExpectClose(fast, ref, 1e-5f, 1e-4f);
+  }
+}
+
+// A prompt token's output is the same whether its prompt is prefilled in one
+// chunk or in two (other query tiles, other rows beside it).
+TEST(PagedAttentionTest, TiledPrefillTokenDoesNotDependOnTheChunking) {
+  ThreadPool pool(2);
+  PagedStep whole({90}, {90}, 5, Shape{6, 2, 16, 4, 64});
+  std::vector<float> one(whole.q.size(), 0.0f);
+  PagedAttention(whole.Params(one.data()), pool);
+  // The same cache and queries; the step holds only the last 53 positions.
+  PagedStep tail = whole;
+  const int32_t skipped = 37;
+  tail.query_lens = {90 - skipped};
+  tail.query_start = {0, 90 - skipped};
+  tail.positions.erase(tail.positions.begin(), tail.positions.begin() + skipped);
+  tail.slots.erase(tail.slots.begin(), tail.slots.begin() + skipped);
+  const size_t row = static_cast<size_t>(tail.heads) * tail.head_dim;
+  tail.q.erase(tail.q.begin(), tail.q.begin() + skipped * row);
+  std::vector<float> two(tail.q.size(), 0.0f);
+  PagedAttention(tail.Params(two.data()), pool);
+  EXPECT_EQ(two, std::vector<float>(one.begin() + skipped * row, one.end()));
+}
+
 // Windows that start mid-block and mid-partition, with the blocks before every
 // query's window taken away (the null block, poisoned: reading it would show).
 TEST(PagedAttentionTest, SlidingWindowFastMatchesReference) {
@@ -204,6 +247,40 @@ TEST(PagedAttentionTest, SlidingWindowFastMatchesReference) {
       PagedAttention(p, pool);
       SCOPED_TRACE(testing::Message() << "window " << window << " partition " << partition);
       ExpectClose(fast, ref, 1e-5f, 1e-4f);
+    }
+  }
+}
+
+// A windowed prompt through the query tiles gives each token what the
+// per-token (decode) path gives it alone over the same cache: windows that
+// start mid-block, mid-chunk and mid-tile, with Gemma 3's 1/sqrt(256)-style
+// scale instead of 1/sqrt(head_dim).
+TEST(PagedAttentionTest, SlidingWindowTiledPrefillMatchesPerTokenPath) {
+  ThreadPool pool(2);
+  for (int32_t window : {3, 16, 23, 50}) {
+    PagedStep whole({130}, {75}, 60 + window, Shape{6, 2, 16, 4, 64});
+    std::vector<float> tiled(whole.q.size(), 0.0f);
+    PagedAttentionParams<float> p = whole.Params(tiled.data());
+    p.kv.sliding_window = window;
+    p.scale = 0.0625f;
+    PagedAttention(p, pool);
+    const size_t row = static_cast<size_t>(whole.heads) * whole.head_dim;
+    for (size_t t = 0; t < whole.positions.size(); ++t) {
+      PagedStep one = whole;
+      one.context_lens = {whole.positions[t] + 1};
+      one.query_lens = {1};
+      one.query_start = {0, 1};
+      one.positions = {whole.positions[t]};
+      one.slots = {whole.slots[t]};
+      one.q.assign(whole.q.begin() + t * row, whole.q.begin() + (t + 1) * row);
+      std::vector<float> alone(row, 0.0f);
+      PagedAttentionParams<float> d = one.Params(alone.data());
+      d.kv.sliding_window = window;
+      d.scale = 0.0625f;
+      PagedAttention(d, pool);
+      SCOPED_TRACE(testing::Message() << "window " << window << " token " << t);
+      ExpectClose(std::vector<float>(tiled.begin() + t * row, tiled.begin() + (t + 1) * row), alone,
+                  1e-5f, 1e-4f);
     }
   }
 }

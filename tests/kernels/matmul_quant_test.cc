@@ -1,5 +1,7 @@
 #include "kernels/cpu/matmul_quant.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <random>
@@ -71,8 +73,48 @@ TEST(DequantizeBlocksTest, DecodesEachLayout) {
   }
 }
 
+// Whether MatmulQuant takes the int8 path when asked to (Q4 weights, prefill,
+// AVX2).
+bool TakesInt8Path(QuantType type, int32_t m, SimdLevel level) {
+  return m >= 33 && level >= SimdLevel::kAvx2 &&
+         (type == QuantType::kQ4_0 || type == QuantType::kQ4_1);
+}
+
+// Checks y (the int8 path's output) against x W^T in double. Rounding x to
+// int8 moves each value by at most half its block's step, max |x| / 254; the
+// float32 sums add at most 1e-5 of the magnitudes for k <= 1024.
+void ExpectWithinInt8Bound(const std::vector<float>& x, int32_t ldx, const std::vector<float>& w,
+                           const std::vector<float>& bias, const std::vector<float>& y, int32_t ldy,
+                           int32_t m, int32_t n, int32_t k) {
+  int failures = 0;
+  for (int32_t i = 0; i < m && failures < 10; ++i) {
+    const float* xi = x.data() + static_cast<size_t>(i) * ldx;
+    for (int32_t j = 0; j < n && failures < 10; ++j) {
+      const float* wj = w.data() + static_cast<size_t>(j) * k;
+      double exact = bias.empty() ? 0.0 : bias[j], magnitude = 0.0, rounding = 0.0;
+      for (int32_t b = 0; b < k; b += 32) {
+        double amax = 0.0, w_abs = 0.0;
+        for (int32_t kk = b; kk < b + 32; ++kk) {
+          exact += static_cast<double>(xi[kk]) * wj[kk];
+          magnitude += std::fabs(static_cast<double>(xi[kk]) * wj[kk]);
+          amax = std::max(amax, std::fabs(static_cast<double>(xi[kk])));
+          w_abs += std::fabs(wj[kk]);
+        }
+        rounding += amax / 254 * w_abs;
+      }
+      const double got = y[static_cast<size_t>(i) * ldy + j];
+      if (!(std::fabs(got - exact) <= 1.01 * rounding + 1e-5 * magnitude + 1e-6)) {
+        ADD_FAILURE() << "row " << i << " column " << j << ": got " << got << " want " << exact
+                      << " bound " << 1.01 * rounding + 1e-5 * magnitude;
+        ++failures;
+      }
+    }
+  }
+}
+
 // Each SIMD path gives exactly the bits of the float32 Matmul of the same
-// level on the dequantized weights, and is close to the double reference.
+// level on the dequantized weights, and is close to the double reference;
+// with quantize_x, the int8 path stays within the rounding of x to int8.
 TEST(MatmulQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
   ThreadPool pool(3);
   uint32_t seed = 7;
@@ -101,6 +143,15 @@ TEST(MatmulQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
               const MatmulQuantParams p{x.data(), w.data(), type, b, got.data(), m, n, k, ldx, ldy};
               MatmulQuant(p, pool, level);
               ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+              if (TakesInt8Path(type, m, level)) {
+                std::vector<float> rounded(got.size(), 0.0f);
+                MatmulQuantParams q = p;
+                q.y = rounded.data();
+                q.quantize_x = true;
+                MatmulQuant(q, pool, level);
+                ExpectWithinInt8Bound(x, ldx, w_f32, with_bias ? bias : std::vector<float>(),
+                                      rounded, ldy, m, n, k);
+              }
               MatmulQuantParams r = p;
               r.y = ref.data();
               MatmulQuantRef(r);
@@ -113,19 +164,78 @@ TEST(MatmulQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
   }
 }
 
-// A row of x gets the same output bits whatever the batch it is part of.
-TEST(MatmulQuantTest, RowResultDoesNotDependOnBatchSize) {
+// A row of x gets the same output bits in every batch of up to 32 rows (the
+// register tiles, decode) and in every batch of more (the panel GEMM,
+// prefill), which sums in another order: there it stays within float32's
+// rounding of the exact product.
+TEST(MatmulQuantTest, RowResultDependsOnlyOnWhichSideOf32RowsItsBatchIs) {
   ThreadPool pool(2);
-  const int32_t n = 50, k = 192, m = 40;  // 40 rows widen W, 1 to 3 decode it in registers
+  const int32_t n = 50, k = 192, m = 40;
   const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 3);
   const std::vector<std::byte> w = RandomBlocks(QuantType::kQ4_1, int64_t{n} * k / 32, 4);
-  std::vector<float> all(static_cast<size_t>(m) * n);
-  MatmulQuant({x.data(), w.data(), QuantType::kQ4_1, nullptr, all.data(), m, n, k, k, n}, pool);
-  for (int32_t rows : {1, 2, 3}) {
-    std::vector<float> few(static_cast<size_t>(rows) * n);
-    MatmulQuant({x.data(), w.data(), QuantType::kQ4_1, nullptr, few.data(), rows, n, k, k, n},
+  auto run = [&](int32_t first_row, int32_t rows) {
+    std::vector<float> y(static_cast<size_t>(rows) * n);
+    MatmulQuant({x.data() + static_cast<size_t>(first_row) * k, w.data(), QuantType::kQ4_1, nullptr,
+                 y.data(), rows, n, k, k, n},
                 pool);
-    for (size_t i = 0; i < few.size(); ++i) ASSERT_EQ(few[i], all[i]) << rows << " rows, " << i;
+    return y;
+  };
+  const std::vector<float> small = run(0, 32);
+  for (int32_t rows : {1, 2, 3}) {
+    const std::vector<float> few = run(0, rows);
+    for (size_t i = 0; i < few.size(); ++i) ASSERT_EQ(few[i], small[i]) << rows << " rows, " << i;
+  }
+  const std::vector<float> large = run(0, m);
+  const std::vector<float> shifted = run(m - 33, 33);
+  for (size_t i = 0; i < shifted.size(); ++i) {
+    ASSERT_EQ(shifted[i], large[(m - 33) * n + i]) << i;
+  }
+  std::vector<float> ref(large.size());
+  MatmulQuantRef({x.data(), w.data(), QuantType::kQ4_1, nullptr, ref.data(), m, n, k, k, n});
+  ExpectClose(large, ref, 2e-6f * k, 1e-5f);
+}
+
+// The int8 path on a prefill-sized product with the default model's shapes,
+// and with rows of very different scales (each block has its own); a row's
+// result does not depend on the other rows there either.
+TEST(MatmulQuantTest, Int8PathStaysWithinTheRoundingOfX) {
+  if (DetectedSimd() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2";
+  ThreadPool pool(2);
+  uint32_t seed = 50;
+  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1}) {
+    const int32_t m = 70, n = 83, k = 576;
+    std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, ++seed, -2, 2);
+    for (int32_t i = 0; i < m; ++i) x[static_cast<size_t>(i) * k + i] *= 1000.0f;
+    const std::vector<std::byte> w = RandomBlocks(type, int64_t{n} * k / 32, ++seed);
+    const std::vector<float> bias = RandomVector(n, ++seed);
+    std::vector<float> w_f32(static_cast<size_t>(n) * k);
+    DequantizeBlocks(type, w.data(), n * k, w_f32.data());
+    std::vector<float> y(static_cast<size_t>(m) * n);
+    MatmulQuantParams p{x.data(), w.data(), type, bias.data(), y.data(), m, n, k, k, n};
+    p.quantize_x = true;
+    MatmulQuant(p, pool);
+    SCOPED_TRACE(QuantTypeName(type));
+    // Not the float32 result: the rounding of x shows.
+    std::vector<float> exact(y.size());
+    p.y = exact.data();
+    p.quantize_x = false;
+    MatmulQuant(p, pool);
+    EXPECT_NE(exact, y);
+    ExpectWithinInt8Bound(x, k, w_f32, bias, y, n, m, n, k);
+    std::vector<float> tail(static_cast<size_t>(33) * n);
+    p = {x.data() + static_cast<size_t>(m - 33) * k,
+         w.data(),
+         type,
+         bias.data(),
+         tail.data(),
+         33,
+         n,
+         k,
+         k,
+         n};
+    p.quantize_x = true;
+    MatmulQuant(p, pool);
+    EXPECT_EQ(tail, std::vector<float>(y.begin() + static_cast<size_t>(m - 33) * n, y.end()));
   }
 }
 

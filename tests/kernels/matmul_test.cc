@@ -32,7 +32,7 @@ TEST(MatmulTest, EveryPathMatchesReferenceOnOddShapesAndStrides) {
   ThreadPool pool(3);
   uint32_t seed = 1;
   for (SimdLevel level : AvailableLevels()) {
-    for (int32_t m : {1, 3, 4, 6, 17}) {
+    for (int32_t m : {1, 3, 4, 6, 17, 40}) {
       for (int32_t n : {1, 5, 16, 37}) {
         for (int32_t k : {1, 7, 16, 33, 576}) {
           for (bool with_bias : {false, true}) {
@@ -70,7 +70,7 @@ TEST(MatmulBf16Test, EveryPathMatchesReference) {
   ThreadPool pool(3);
   uint32_t seed = 100;
   for (SimdLevel level : AvailableLevels()) {
-    for (int32_t m : {1, 4, 7}) {
+    for (int32_t m : {1, 4, 7, 35}) {
       for (int32_t n : {3, 16, 37}) {
         for (int32_t k : {5, 16, 48, 576}) {
           const int32_t ldx = k + 1;
@@ -95,13 +95,13 @@ TEST(MatmulBf16Test, EveryPathMatchesReference) {
   }
 }
 
-// A row's outputs must not depend on the other rows of x (tile position, or
-// the bfloat16 path switching from in-register to per-task widening): the CPU
-// executor's seeded sampling relies on it.
-TEST(MatmulBf16Test, RowsAreBitIdenticalWhateverTheBatch) {
+// A row's outputs must not depend on the other rows of x within a path (tile
+// position, or the bfloat16 path switching from in-register to per-task
+// widening up to 32 rows; the panel GEMM from 33 on): the CPU executor's
+// seeded sampling relies on it for decode batches.
+TEST(MatmulBf16Test, RowsAreBitIdenticalWhateverTheBatchOnEachPath) {
   ThreadPool pool(2);
-  const int32_t n = 45, k = 200, m = 13;
-  const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 7);
+  const int32_t n = 45, k = 200;
   std::vector<uint16_t> w;
   std::vector<float> w_widened;
   for (float v : RandomVector(static_cast<size_t>(n) * k, 8)) {
@@ -109,21 +109,26 @@ TEST(MatmulBf16Test, RowsAreBitIdenticalWhateverTheBatch) {
     w_widened.push_back(BFloat16ToFloat(w.back()));
   }
   const std::vector<float> bias = RandomVector(n, 9);
-  for (SimdLevel level : AvailableLevels()) {
-    std::vector<float> batched(static_cast<size_t>(m) * n);
-    MatmulBf16({x.data(), w.data(), bias.data(), batched.data(), m, n, k, k, n}, pool, level);
-    std::vector<float> f32(batched.size());
-    MatmulWithSimd({x.data(), w_widened.data(), bias.data(), f32.data(), m, n, k, k, n}, pool,
-                   level);
-    EXPECT_EQ(f32, batched) << SimdName(level);
-    for (int32_t row : {0, 5, 12}) {
-      std::vector<float> alone(n);
-      MatmulBf16({x.data() + static_cast<size_t>(row) * k, w.data(), bias.data(), alone.data(), 1,
-                  n, k, k, n},
-                 pool, level);
-      EXPECT_EQ(alone, std::vector<float>(batched.begin() + static_cast<size_t>(row) * n,
-                                          batched.begin() + static_cast<size_t>(row + 1) * n))
-          << SimdName(level) << " row " << row;
+  for (int32_t m : {13, 37}) {
+    const int32_t fewest = m > 32 ? 33 : 1;  // the smallest batch on the same path
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 7);
+    for (SimdLevel level : AvailableLevels()) {
+      std::vector<float> batched(static_cast<size_t>(m) * n);
+      MatmulBf16({x.data(), w.data(), bias.data(), batched.data(), m, n, k, k, n}, pool, level);
+      std::vector<float> f32(batched.size());
+      MatmulWithSimd({x.data(), w_widened.data(), bias.data(), f32.data(), m, n, k, k, n}, pool,
+                     level);
+      EXPECT_EQ(f32, batched) << SimdName(level);
+      for (int32_t row : {0, (m - fewest) / 2, m - fewest}) {
+        std::vector<float> alone(static_cast<size_t>(fewest) * n);
+        MatmulBf16({x.data() + static_cast<size_t>(row) * k, w.data(), bias.data(), alone.data(),
+                    fewest, n, k, k, n},
+                   pool, level);
+        alone.resize(n);
+        EXPECT_EQ(alone, std::vector<float>(batched.begin() + static_cast<size_t>(row) * n,
+                                            batched.begin() + static_cast<size_t>(row + 1) * n))
+            << SimdName(level) << " m " << m << " row " << row;
+      }
     }
   }
 }

@@ -358,6 +358,9 @@ TEST(ExecutorFactoryTest, CpuAndUnknownDevices) {
   options.device = "cpu";
   options.dtype = "int3";
   EXPECT_EQ(CreateExecutor(*model, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.dtype = "auto";
+  options.cpu_prefill_precision = "int4";
+  EXPECT_EQ(CreateExecutor(*model, options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

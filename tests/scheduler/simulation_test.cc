@@ -4,7 +4,8 @@
 // sample must end exactly as in an unconstrained run on a big pool (same
 // tokens, reason and stop reason) unless it was cut short, in which case its
 // tokens are a prefix of that run's; expired requests must not get tokens
-// after their deadline; and no block may leak.
+// after their deadline; no block may leak; and requests start in key order
+// (the fairness rule of scheduler.h).
 #include <algorithm>
 #include <random>
 #include <string>
@@ -118,6 +119,47 @@ std::vector<std::vector<SampleOutput>> ReferenceRun(const std::vector<SimRequest
   return outputs;
 }
 
+// The key a request's first sample is ordered by (scheduler.h).
+struct Key {
+  absl::Time rank;
+  RequestHandle handle;
+  friend bool operator<(const Key& a, const Key& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.handle < b.handle;
+  }
+};
+
+Key KeyOf(const SchedulerConfig& config, const RequestParams& params, RequestHandle handle) {
+  absl::Time rank = absl::UnixEpoch();
+  if (config.policy == SchedulingPolicy::kPriority) {
+    rank = params.arrival_time + config.priority_aging * params.priority;
+  } else if (config.policy == SchedulingPolicy::kShortestPrompt) {
+    rank = params.arrival_time +
+           config.prompt_token_aging * static_cast<int64_t>(params.prompt_token_ids.size());
+  }
+  return {rank, handle};
+}
+
+// No request starts while one with a smaller key waits: whenever request j
+// is first scheduled, every request that had arrived and starts later has a
+// greater key. (A request that never starts, aborted or expired, left the
+// queue without being passed over for good.)
+void ExpectStartsInKeyOrder(const SchedulerHarness& h,
+                            const absl::flat_hash_map<RequestHandle, absl::Time>& arrival,
+                            const absl::flat_hash_map<RequestHandle, Key>& key) {
+  absl::flat_hash_map<RequestHandle, absl::Time> start;
+  for (const StartedRequest& s : h.started) start[s.handle] = s.scheduled_time;
+  int failures = 0;
+  for (const StartedRequest& j : h.started) {
+    for (const auto& [i, i_start] : start) {
+      if (i_start <= j.scheduled_time || arrival.at(i) > j.scheduled_time) continue;
+      if (!(key.at(j.handle) < key.at(i)) && ++failures <= 10) {
+        ADD_FAILURE() << "request " << j.handle << " started before waiting request " << i
+                      << " with a smaller key";
+      }
+    }
+  }
+}
+
 using SimParam = std::tuple<SchedulingPolicy, AdmissionPolicy, bool /*prefix caching*/>;
 
 class SimulationTest : public ::testing::TestWithParam<SimParam> {};
@@ -135,7 +177,9 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
   options.scheduler.policy = policy;
   options.scheduler.admission = admission;
   options.scheduler.long_prefill_token_threshold = 20;
+  options.scheduler.max_num_partial_prefills = 2;
   options.scheduler.priority_aging = absl::Milliseconds(50);
+  options.scheduler.prompt_token_aging = absl::Milliseconds(5);
   options.scheduler.eos_token_ids = {kFakeEosToken};
   // 39 usable blocks of 4 tokens: 16 sequences of up to 64 tokens overcommit it.
   options.cache = {.num_blocks = 40, .block_size = 4, .enable_prefix_caching = prefix_caching};
@@ -147,6 +191,8 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
 
   std::vector<RequestHandle> handles(workload.size(), 0);
   absl::flat_hash_map<RequestHandle, size_t> index_of;
+  absl::flat_hash_map<RequestHandle, absl::Time> arrival;
+  absl::flat_hash_map<RequestHandle, Key> key;
   std::vector<absl::Time> deadlines(workload.size(), absl::InfiniteFuture());
   std::vector<bool> cut_short(workload.size(), false);
   std::vector<std::vector<bool>> engine_finished(workload.size());
@@ -161,9 +207,12 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
         params.deadline = h.now() + workload[next].deadline_after;
         deadlines[next] = params.deadline;
       }
+      const RequestParams added = params;
       handles[next] = h.Add(std::move(params));
       ASSERT_NE(handles[next], 0U);
       index_of[handles[next]] = next;
+      arrival[handles[next]] = added.arrival_time;
+      key[handles[next]] = KeyOf(options.scheduler, added, handles[next]);
       engine_finished[next].assign(static_cast<size_t>(workload[next].params.n), false);
     }
     std::vector<RequestHandle> in_flight_aborts;
@@ -246,16 +295,21 @@ TEST_P(SimulationTest, EveryRequestEndsAsInAnUnconstrainedRun) {
   EXPECT_EQ(h.scheduler().num_running(), 0);
   EXPECT_EQ(h.scheduler().num_waiting(), 0);
   h.cache().CheckInvariants();
+  ExpectStartsInKeyOrder(h, arrival, key);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, SimulationTest,
-    ::testing::Combine(::testing::Values(SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority),
+    ::testing::Combine(::testing::Values(SchedulingPolicy::kFcfs, SchedulingPolicy::kPriority,
+                                         SchedulingPolicy::kShortestPrompt),
                        ::testing::Values(AdmissionPolicy::kOptimistic, AdmissionPolicy::kReserve),
                        ::testing::Bool()),
     [](const ::testing::TestParamInfo<SimParam>& info) {
+      const SchedulingPolicy policy = std::get<0>(info.param);
       return absl::StrCat(
-          std::get<0>(info.param) == SchedulingPolicy::kFcfs ? "Fcfs" : "Priority",
+          policy == SchedulingPolicy::kFcfs       ? "Fcfs"
+          : policy == SchedulingPolicy::kPriority ? "Priority"
+                                                  : "ShortestPrompt",
           std::get<1>(info.param) == AdmissionPolicy::kReserve ? "Reserve" : "Optimistic",
           std::get<2>(info.param) ? "PrefixCaching" : "NoPrefixCaching");
     });

@@ -27,7 +27,9 @@ struct TimelineCase {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   AdmissionPolicy admission = AdmissionPolicy::kOptimistic;
   int32_t long_prefill_token_threshold = 0;
+  int32_t max_num_partial_prefills = 0;
   absl::Duration priority_aging = absl::Seconds(1);
+  absl::Duration prompt_token_aging = absl::Seconds(1);
   std::vector<Arrival> arrivals;
   std::vector<std::string> timeline;
   int64_t num_preemptions = 0;
@@ -45,6 +47,8 @@ TEST_P(TimelineTest, MatchesTimeline) {
   options.scheduler.admission = c.admission;
   options.scheduler.long_prefill_token_threshold = c.long_prefill_token_threshold;
   options.scheduler.priority_aging = c.priority_aging;
+  options.scheduler.max_num_partial_prefills = c.max_num_partial_prefills;
+  options.scheduler.prompt_token_aging = c.prompt_token_aging;
   options.cache.num_blocks = c.num_blocks;
   SchedulerHarness h(options);
 
@@ -107,6 +111,43 @@ INSTANTIATE_TEST_SUITE_P(
                      .long_prefill_token_threshold = 4,
                      .arrivals = {{1, 10, 1}, {1, 3, 1}},
                      .timeline = {"1.0:0+4 2.0:0+3*", "1.0:4+4", "1.0:8+2*"}},
+        // One partial prefill a step, 4-token chunks: request 2's 6-token
+        // prompt needs two chunks, so it waits for request 1's last one, and
+        // request 3 waits behind it (admission stops at the head); the step
+        // that finishes request 1's prompt starts both, since request 3's
+        // whole prompt fits its chunk and needs no slot.
+        TimelineCase{.name = "OnePartialPrefillPerStep",
+                     .long_prefill_token_threshold = 4,
+                     .max_num_partial_prefills = 1,
+                     .arrivals = {{1, 10, 1}, {1, 6, 1}, {1, 3, 1}},
+                     .timeline = {"1.0:0+4", "1.0:4+4", "1.0:8+2* 2.0:0+4 3.0:0+3*", "2.0:4+2*"}},
+        // A prompt that fits its chunk takes no slot: a wave of short prompts
+        // starts beside a long prompt's partial chunk.
+        TimelineCase{.name = "ShortPromptNeedsNoPartialSlot",
+                     .long_prefill_token_threshold = 4,
+                     .max_num_partial_prefills = 1,
+                     .arrivals = {{1, 10, 1}, {1, 3, 1}, {1, 2, 1}},
+                     .timeline = {"1.0:0+4 2.0:0+3* 3.0:0+2*", "1.0:4+4", "1.0:8+2*"}},
+        // One slot, arrivals at the same time: shortest prompt first.
+        TimelineCase{.name = "ShortestPromptFirst",
+                     .max_num_seqs = 1,
+                     .policy = SchedulingPolicy::kShortestPrompt,
+                     .arrivals = {{1, 12, 1}, {1, 2, 1}, {1, 6, 1}},
+                     .timeline = {"2.0:0+2*", "3.0:0+6*", "1.0:0+12*"}},
+        // Aging: a prompt token is worth 10 ms (a step). Request 2 (12 tokens,
+        // t=0) ranks at 120 ms while request 1 holds the one slot: request 3
+        // (3 tokens, t=10 ms, rank 40 ms) and request 4 (2 tokens, t=90 ms,
+        // rank 110 ms) overtake it, request 5 (2 tokens, t=110 ms, rank 130 ms)
+        // does not.
+        TimelineCase{
+            .name = "ShortestPromptAging",
+            .max_num_seqs = 1,
+            .policy = SchedulingPolicy::kShortestPrompt,
+            .prompt_token_aging = absl::Milliseconds(10),
+            .arrivals = {{1, 2, 12}, {1, 12, 1}, {2, 3, 1}, {10, 2, 1}, {12, 2, 1}},
+            .timeline = {"1.0:0+2*", "1.0:2+1*", "1.0:3+1*", "1.0:4+1*", "1.0:5+1*", "1.0:6+1*",
+                         "1.0:7+1*", "1.0:8+1*", "1.0:9+1*", "1.0:10+1*", "1.0:11+1*", "1.0:12+1*",
+                         "3.0:0+3*", "4.0:0+2*", "2.0:0+12*", "5.0:0+2*"}},
         // One slot; lower priority value first regardless of submission order.
         TimelineCase{.name = "PriorityOrder",
                      .max_num_seqs = 1,

@@ -34,6 +34,17 @@ TEST(ServerConfigTest, AttentionKernelTakesAutoV1OrV2) {
   ExpectInvalid(c, "attention_kernel must be one of auto, v1, v2; got \"V2\"");
 }
 
+TEST(ServerConfigTest, CpuPrefillPrecisionTakesFloat32OrInt8) {
+  for (const char* precision : {"float32", "int8"}) {
+    ServerConfig c = Valid();
+    c.cpu_prefill_precision = precision;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << precision;
+  }
+  ServerConfig c = Valid();
+  c.cpu_prefill_precision = "bfloat16";
+  ExpectInvalid(c, "cpu_prefill_precision must be one of float32, int8; got \"bfloat16\"");
+}
+
 TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
   for (int ok : {8, 16, 32, 256}) {
     ServerConfig c = Valid();
@@ -143,7 +154,19 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   ExpectInvalid(c, "max_queued_requests must be >= 1; got 0");
   c = Valid();
   c.scheduling_policy = "lifo";
-  ExpectInvalid(c, "scheduling_policy must be one of fcfs, priority; got \"lifo\"");
+  ExpectInvalid(c,
+                "scheduling_policy must be one of fcfs, priority, shortest_prompt; got \"lifo\"");
+  c = Valid();
+  c.long_prefill_token_threshold = -2;
+  ExpectInvalid(
+      c, "long_prefill_token_threshold must be >= 0 (0 = no cap), or -1 (by device); got -2");
+  c = Valid();
+  c.max_num_partial_prefills = -3;
+  ExpectInvalid(c,
+                "max_num_partial_prefills must be >= 0 (0 = no limit), or -1 (by device); got -3");
+  c = Valid();
+  c.prompt_token_aging = absl::Milliseconds(-1);
+  ExpectInvalid(c, "prompt_token_aging must be >= 0 (0 = by device); got -1ms");
   c = Valid();
   c.admission = "greedy";
   ExpectInvalid(c, "admission must be one of optimistic, reserve; got \"greedy\"");
@@ -156,6 +179,29 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   c = Valid();
   c.threads = -2;
   ExpectInvalid(c, "threads must be >= 0 (0 = all cores); got -2");
+}
+
+TEST(ServerConfigTest, PrefillChunkingByDeviceUnlessSet) {
+  ServerConfig c = Valid();
+  const PrefillChunking cpu = ResolvedPrefillChunking(c, "cpu");
+  EXPECT_EQ(cpu.long_prefill_token_threshold, kCpuLongPrefillTokenThreshold);
+  EXPECT_EQ(cpu.max_num_partial_prefills, kCpuMaxNumPartialPrefills);
+  EXPECT_EQ(cpu.prompt_token_aging, absl::Milliseconds(2));
+  const PrefillChunking gpu = ResolvedPrefillChunking(c, "cuda");
+  EXPECT_EQ(gpu.long_prefill_token_threshold, 0);
+  EXPECT_EQ(gpu.max_num_partial_prefills, 0);
+  EXPECT_EQ(gpu.prompt_token_aging, absl::Microseconds(100));
+  c.long_prefill_token_threshold = 0;
+  c.max_num_partial_prefills = 3;
+  c.prompt_token_aging = absl::Milliseconds(7);
+  for (const char* device : {"cpu", "cuda"}) {
+    const PrefillChunking set = ResolvedPrefillChunking(c, device);
+    EXPECT_EQ(set.long_prefill_token_threshold, 0) << device;
+    EXPECT_EQ(set.max_num_partial_prefills, 3) << device;
+    EXPECT_EQ(set.prompt_token_aging, absl::Milliseconds(7)) << device;
+  }
+  c.scheduling_policy = "shortest_prompt";
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
 }
 
 TEST(ServerConfigTest, RejectsNonPositiveLimits) {

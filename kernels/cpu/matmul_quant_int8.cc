@@ -1,0 +1,240 @@
+#include "kernels/cpu/matmul_quant_int8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/cpu/matmul_quant_blocks.h"
+
+namespace loom::kernels::cpu::int8 {
+namespace {
+
+#define LOOM_INT8_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+constexpr int kRows = 8;                  // rows of W per panel: one float lane each
+constexpr int kMr = 4;                    // rows of x per block of outputs
+constexpr int kGroups = kQuantBlock / 4;  // groups of 4 values per block
+
+// x in blocks of 32 int8 values: x ~ scale * q.
+struct Activations {
+  std::vector<int8_t> q;          // [m, k]
+  std::vector<float> scale;       // [m, blocks]
+  std::vector<int32_t> sum;       // [m, blocks]: the sum of the block's q
+  std::vector<float> scaled_sum;  // [m, blocks]: scale * sum
+  int blocks = 0;
+};
+
+// One panel of W: block b's group g holds the 4 values of each row r at
+// bytes [(b * kGroups + g) * 32 + 4 r, + 4), unsigned 0..15.
+struct Panel {
+  std::vector<uint8_t> q;  // [blocks, kGroups, kRows, 4]
+  std::vector<float> d;    // [blocks, kRows]
+  std::vector<float> m;    // [blocks, kRows]: Q4_1's offsets
+};
+
+LOOM_INT8_AVX2 inline float MaxOf(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+
+LOOM_INT8_AVX2 inline int32_t SumOf(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
+// One row of x: scale = max |x| / 127 per block, q = x / scale rounded to
+// nearest (even), so |q| <= 127.
+LOOM_INT8_AVX2 void QuantizeRow(const float* x, int blocks, int8_t* q, float* scale, int32_t* sum,
+                                float* scaled_sum) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int b = 0; b < blocks; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int g = 0; g < 4; ++g) {
+      v[g] = _mm256_loadu_ps(x + b * kQuantBlock + 8 * g);
+      amax = _mm256_max_ps(amax, _mm256_and_ps(v[g], abs_mask));
+    }
+    const float max = MaxOf(amax);
+    const float d = max / 127.0f;
+    const __m256 inv = _mm256_set1_ps(max > 0.0f ? 127.0f / max : 0.0f);
+    __m256i qi[4];
+    for (int g = 0; g < 4; ++g) qi[g] = _mm256_cvtps_epi32(_mm256_mul_ps(v[g], inv));
+    // packs work per 128-bit lane: the permute restores the order.
+    const __m256i q16 =
+        _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    const __m256i q8 = _mm256_permutevar8x32_epi32(q16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQuantBlock), q8);
+    const int32_t s =
+        SumOf(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+    scale[b] = d;
+    sum[b] = s;
+    scaled_sum[b] = d * static_cast<float>(s);
+  }
+}
+
+void Quantize(const MatmulQuantParams& p, ParallelFor& pool, Activations& a) {
+  a.blocks = p.k / kQuantBlock;
+  a.q.resize(static_cast<size_t>(p.m) * p.k);
+  a.scale.resize(static_cast<size_t>(p.m) * a.blocks);
+  a.sum.resize(a.scale.size());
+  a.scaled_sum.resize(a.scale.size());
+  pool.Run(p.m, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t at = static_cast<size_t>(i) * a.blocks;
+      QuantizeRow(p.x + i * p.ldx, a.blocks, a.q.data() + i * p.k, a.scale.data() + at,
+                  a.sum.data() + at, a.scaled_sum.data() + at);
+    }
+  });
+}
+
+// r[i] holds dword g of row i at index g; afterwards r[g] holds dword g of
+// every row, row i at index i.
+LOOM_INT8_AVX2 inline void Transpose8x8(__m256i (&r)[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+    u[4 * h] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int g = 0; g < 4; ++g) {
+    r[g] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x20);
+    r[g + 4] = _mm256_permute2x128_si256(u[g], u[g + 4], 0x31);
+  }
+}
+
+// Rows [0, rows) of W (rows <= kRows; the panel's others are zero).
+template <QuantType T>
+LOOM_INT8_AVX2 void PackPanel(const std::byte* w, int64_t row_bytes, int rows, int blocks,
+                              Panel& panel) {
+  constexpr int64_t kBytes = T == QuantType::kQ4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ4_1);
+  constexpr int kQs = T == QuantType::kQ4_0 ? 2 : 4;  // offset of the nibbles
+  panel.q.resize(static_cast<size_t>(blocks) * kGroups * kRows * 4);
+  panel.d.assign(static_cast<size_t>(blocks) * kRows, 0.0f);
+  panel.m.assign(panel.d.size(), 0.0f);
+  const __m128i low = _mm_set1_epi8(0x0f);
+  for (int b = 0; b < blocks; ++b) {
+    __m256i r[kRows];
+    for (int row = 0; row < kRows; ++row) {
+      if (row >= rows) {
+        r[row] = _mm256_setzero_si256();
+        continue;
+      }
+      const std::byte* block = w + row * row_bytes + b * kBytes;
+      uint16_t dm[2];
+      std::memcpy(dm, block, sizeof(dm));
+      panel.d[b * kRows + row] = _cvtsh_ss(dm[0]);
+      if constexpr (T == QuantType::kQ4_1) panel.m[b * kRows + row] = _cvtsh_ss(dm[1]);
+      // Values 0..15 of the block in the low nibbles, 16..31 in the high ones.
+      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQs));
+      r[row] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), low), _mm_and_si128(qs, low));
+    }
+    Transpose8x8(r);
+    for (int g = 0; g < kGroups; ++g) {
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(panel.q.data() + (static_cast<size_t>(b) * kGroups + g) * 32),
+          r[g]);
+    }
+  }
+}
+
+// Outputs of MR rows of x (from row i) by the panel's columns.
+struct Outputs {
+  float* y;  // first output of row i
+  int64_t ldy;
+  int columns;        // 1..kRows real columns
+  const float* bias;  // [columns] or null
+};
+
+template <QuantType T, int MR>
+LOOM_INT8_AVX2 void Block(const Activations& a, int64_t i, int64_t k, const Panel& panel,
+                          const Outputs& out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int b = 0; b < a.blocks; ++b) {
+    const uint8_t* wq = panel.q.data() + static_cast<size_t>(b) * kGroups * 32;
+    __m256i dot16[MR];
+    for (int g = 0; g < kGroups; ++g) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 32 * g));
+      for (int r = 0; r < MR; ++r) {
+        int32_t x4;
+        std::memcpy(&x4, a.q.data() + (i + r) * k + b * kQuantBlock + 4 * g, sizeof(x4));
+        const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4));
+        dot16[r] = g == 0 ? prod : _mm256_add_epi16(dot16[r], prod);
+      }
+    }
+    const __m256 d = _mm256_loadu_ps(panel.d.data() + b * kRows);
+    for (int r = 0; r < MR; ++r) {
+      const size_t xb = static_cast<size_t>(i + r) * a.blocks + b;
+      __m256i dot = _mm256_madd_epi16(dot16[r], ones);
+      if constexpr (T == QuantType::kQ4_0) {
+        dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * a.sum[xb]));  // q - 8
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                               _mm256_mul_ps(d, _mm256_set1_ps(a.scale[xb])), acc[r]);
+      if constexpr (T == QuantType::kQ4_1) {
+        acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(panel.m.data() + b * kRows),
+                                 _mm256_set1_ps(a.scaled_sum[xb]), acc[r]);
+      }
+    }
+  }
+  float row[kRows];
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(row, acc[r]);
+    float* y = out.y + r * out.ldy;
+    for (int j = 0; j < out.columns; ++j) y[j] = row[j] + (out.bias ? out.bias[j] : 0.0f);
+  }
+}
+
+template <QuantType T>
+void RunPanels(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
+               int64_t rows_per_task) {
+  using BlockFn = void (*)(const Activations&, int64_t, int64_t, const Panel&, const Outputs&);
+  static constexpr BlockFn kBlocks[kMr] = {Block<T, 1>, Block<T, 2>, Block<T, 3>, Block<T, 4>};
+  const int64_t row_bytes = static_cast<int64_t>(a.blocks) * QuantBlockBytes(T);
+  const int64_t task_rows = (rows_per_task + kRows - 1) / kRows * kRows;
+  pool.Run(p.n, task_rows, [&](int64_t n_begin, int64_t n_end) {
+    thread_local Panel panel;
+    for (int64_t j = n_begin; j < n_end; j += kRows) {
+      const int columns = static_cast<int>(std::min<int64_t>(kRows, n_end - j));
+      PackPanel<T>(static_cast<const std::byte*>(p.w) + j * row_bytes, row_bytes, columns, a.blocks,
+                   panel);
+      for (int64_t i = 0; i < p.m; i += kMr) {
+        const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
+        kBlocks[mr - 1](a, i, p.k, panel,
+                        {p.y + i * p.ldy + j, p.ldy, columns, p.bias ? p.bias + j : nullptr});
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool Supported(QuantType type, SimdLevel level) {
+  return level >= SimdLevel::kAvx2 && (type == QuantType::kQ4_0 || type == QuantType::kQ4_1);
+}
+
+void MatmulInt8(const MatmulQuantParams& p, ParallelFor& pool, int64_t rows_per_task) {
+  LOOM_CHECK(p.type == QuantType::kQ4_0 || p.type == QuantType::kQ4_1);
+  LOOM_CHECK_EQ(p.k % kQuantBlock, 0);
+  thread_local Activations a;
+  Quantize(p, pool, a);
+  if (p.type == QuantType::kQ4_0) {
+    RunPanels<QuantType::kQ4_0>(p, a, pool, rows_per_task);
+  } else {
+    RunPanels<QuantType::kQ4_1>(p, a, pool, rows_per_task);
+  }
+}
+
+}  // namespace loom::kernels::cpu::int8

@@ -1,0 +1,31 @@
+// The prefill path of MatmulQuant for Q4_0 and Q4_1 weights on AVX2, as
+// llama.cpp multiplies them: x is quantized to int8 per block of 32 values
+// (a float scale and the block's integer sum, ggml's Q8_1), W's 4-bit values
+// are unpacked into panels of 8 rows whose groups of 4 values interleave, and
+// the dot products run on the integer units: vpmaddubsw multiplies 32 unsigned
+// 4-bit by signed 8-bit values into 16 pair sums, a block's 8 groups add up
+// in 16 bits (at most 8 * 2 * 15 * 127 = 30480) and one vpmaddwd widens them
+// to 32. That is about twice the float32 FMA rate of the panel GEMM; what it
+// costs is the rounding of x to 8 bits (a relative error of at most 1/254 of
+// each block's largest value per element), bounded in the tests.
+//
+// Each output sums its blocks in k order, the block's offset term (Q4_1's m,
+// Q4_0's -8) included, so a row's result does not depend on the other rows.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul_quant.h"
+#include "kernels/parallel.h"
+
+namespace loom::kernels::cpu::int8 {
+
+// Q4_0 and Q4_1 from AVX2 on.
+bool Supported(QuantType type, SimdLevel level);
+
+// The product for p.m rows of x, W's rows split over the pool in tasks of
+// about rows_per_task.
+void MatmulInt8(const MatmulQuantParams& p, ParallelFor& pool, int64_t rows_per_task);
+
+}  // namespace loom::kernels::cpu::int8
