@@ -40,6 +40,10 @@ namespace loom::kernels::cpu::tiles {
 
 inline constexpr int kMr = 4;  // rows of x per tile
 inline constexpr int kNr = 4;  // rows of W per tile
+// Rows of x per wide tile: where a format decodes W in registers (4 vectors a
+// step), AVX2 decodes each step of W once for 8 rows of x instead of 4, one
+// row of W at a time (8 sums and a step of W fit AVX2's 16 registers).
+inline constexpr int kMrWide = 8;
 
 // One product (or a range of W's rows of it) in a format's element type.
 template <class W>
@@ -128,6 +132,32 @@ LOOM_TILES_AVX2 void TileAvx2(const Tile<typename P::W>& t) {
   }
 }
 
+// kMrWide rows of x by NR rows of W, a row of W at a time; each output
+// accumulates the products of TileAvx2 in the same order, so the same bits.
+template <class P, int NR>
+LOOM_TILES_AVX2 void TileAvx2Wide(const Tile<typename P::W>& t) {
+  constexpr int kVectors = P::kAvx2Vectors;
+  constexpr int kStep = 8 * kVectors;
+  static_assert(!P::kHasTail);
+  const int steps = t.k / kStep;
+  for (int j = 0; j < NR; ++j) {
+    __m256 acc[kMrWide];
+    for (int i = 0; i < kMrWide; ++i) acc[i] = _mm256_setzero_ps();
+    for (int s = 0; s < steps; ++s) {
+      const int kk = s * kStep;
+      if (j == 0) P::template Prefetch<NR>(t, s);
+      __m256 w[kVectors];
+      P::LoadAvx2(t.WRow(j), s, w);
+      for (int i = 0; i < kMrWide; ++i) {
+        for (int g = 0; g < kVectors; ++g) {
+          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(t.XRow(i) + kk + 8 * g), w[g], acc[i]);
+        }
+      }
+    }
+    for (int i = 0; i < kMrWide; ++i) t.Store(i, j, Sum256(acc[i]));
+  }
+}
+
 template <class P, int MR, int NR>
 LOOM_TILES_AVX512 void TileAvx512(const Tile<typename P::W>& t) {
   constexpr int kVectors = P::kAvx512Vectors;
@@ -170,31 +200,43 @@ LOOM_TILES_AVX512 void TileAvx512(const Tile<typename P::W>& t) {
 template <class W>
 using TileFn = void (*)(const Tile<W>&);
 
-// fn[mr - 1][nr - 1]: the tile kernel of one SIMD level for an mr x nr tile.
+// fn[mr - 1][nr - 1]: the tile kernel of one SIMD level for an mr x nr tile;
+// wide[nr - 1]: kMrWide x nr, or null where the level has none.
 template <class W>
 struct TileTable {
   TileFn<W> fn[kMr][kNr];
+  TileFn<W> wide[kNr];
 };
 
 template <class P, template <class, int, int> class K>
-inline constexpr TileTable<typename P::W> kTable = {{
-    {K<P, 1, 1>::Run, K<P, 1, 2>::Run, K<P, 1, 3>::Run, K<P, 1, 4>::Run},
-    {K<P, 2, 1>::Run, K<P, 2, 2>::Run, K<P, 2, 3>::Run, K<P, 2, 4>::Run},
-    {K<P, 3, 1>::Run, K<P, 3, 2>::Run, K<P, 3, 3>::Run, K<P, 3, 4>::Run},
-    {K<P, 4, 1>::Run, K<P, 4, 2>::Run, K<P, 4, 3>::Run, K<P, 4, 4>::Run},
-}};
+inline constexpr TileTable<typename P::W> kTable = {
+    {{K<P, 1, 1>::Run, K<P, 1, 2>::Run, K<P, 1, 3>::Run, K<P, 1, 4>::Run},
+     {K<P, 2, 1>::Run, K<P, 2, 2>::Run, K<P, 2, 3>::Run, K<P, 2, 4>::Run},
+     {K<P, 3, 1>::Run, K<P, 3, 2>::Run, K<P, 3, 3>::Run, K<P, 3, 4>::Run},
+     {K<P, 4, 1>::Run, K<P, 4, 2>::Run, K<P, 4, 3>::Run, K<P, 4, 4>::Run}},
+    {K<P, kMrWide, 1>::kWide, K<P, kMrWide, 2>::kWide, K<P, kMrWide, 3>::kWide,
+     K<P, kMrWide, 4>::kWide}};
 
 template <class P, int MR, int NR>
 struct ScalarK {
   static void Run(const Tile<typename P::W>& t) { TileScalar<P, MR, NR>(t); }
+  static constexpr TileFn<typename P::W> kWide = nullptr;
 };
 template <class P, int MR, int NR>
 struct Avx2K {
   static void Run(const Tile<typename P::W>& t) { TileAvx2<P, MR, NR>(t); }
+  // Only for formats decoded in registers: float32 and bfloat16 rows load in
+  // one instruction, and more rows of x would only add loads of x.
+  static constexpr TileFn<typename P::W> Wide() {
+    if constexpr (P::kAvx2Vectors == 4 && !P::kHasTail) return &TileAvx2Wide<P, NR>;
+    return nullptr;
+  }
+  static constexpr TileFn<typename P::W> kWide = Wide();
 };
 template <class P, int MR, int NR>
 struct Avx512K {
   static void Run(const Tile<typename P::W>& t) { TileAvx512<P, MR, NR>(t); }
+  static constexpr TileFn<typename P::W> kWide = nullptr;
 };
 
 template <class P>
@@ -213,15 +255,17 @@ const TileTable<typename P::W>& TilesFor(SimdLevel level) {
 // Rows [n_begin, n_end) of W against every row of x.
 template <class W>
 void TileRows(const Operands<W>& p, const TileTable<W>& tiles, int64_t n_begin, int64_t n_end) {
-  for (int64_t i = 0; i < p.m; i += kMr) {
-    const int mr = static_cast<int>(std::min<int64_t>(kMr, p.m - i));
+  for (int64_t i = 0; i < p.m;) {
+    const bool wide = tiles.wide[0] != nullptr && p.m - i >= kMrWide;
+    const int mr = wide ? kMrWide : static_cast<int>(std::min<int64_t>(kMr, p.m - i));
     for (int64_t j = n_begin; j < n_end; j += kNr) {
       const int nr = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
       const Tile<W> t{
           p.x + i * p.ldx,     p.ldx, p.w + j * p.ldw, p.ldw, p.k, p.bias ? p.bias + j : nullptr,
           p.y + i * p.ldy + j, p.ldy};
-      tiles.fn[mr - 1][nr - 1](t);
+      (wide ? tiles.wide[nr - 1] : tiles.fn[mr - 1][nr - 1])(t);
     }
+    i += mr;
   }
 }
 

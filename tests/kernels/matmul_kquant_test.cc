@@ -122,7 +122,7 @@ TEST(MatmulKQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
   uint32_t seed = 5;
   for (SimdLevel level : AvailableLevels()) {
     for (QuantType type : kTypes) {
-      for (int32_t m : {1, 3, 6, 33}) {
+      for (int32_t m : {1, 3, 6, 13, 33}) {
         for (int32_t n : {1, 6, 37}) {
           for (int32_t k : {256, 768}) {
             SCOPED_TRACE(testing::Message() << SimdName(level) << " " << QuantTypeName(type)

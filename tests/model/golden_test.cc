@@ -213,6 +213,18 @@ TEST(GoldenTest, Gemma3GgufMatchesTransformers) {
   CheckModel(*model, std::string(LOOM_FIXTURES_DIR) + "/gemma3/golden.json", kGemma);
 }
 
+// The tiny Qwen3 as a `qwen3` GGUF (tools/golden/tiny_gguf.py): metadata,
+// tensor names, q/k norms and the tied head from GGUF give transformers'
+// logits and greedy tokens of the safetensors directory.
+TEST(GoldenTest, TinyQwen3GgufMatchesTransformers) {
+  const std::string dir = std::string(LOOM_FIXTURES_DIR) + "/tiny/qwen3";
+  const std::unique_ptr<LoadedModel> model = Load(dir + "/model.gguf");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->config.architecture, "Qwen3ForCausalLM");
+  EXPECT_TRUE(model->config.qk_norm);
+  CheckModel(*model, dir + "/golden.json", kFloat32);
+}
+
 class TinyGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TinyGoldenTest, MatchesTransformers) {
@@ -224,7 +236,8 @@ TEST_P(TinyGoldenTest, MatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TinyGoldenTest,
-                         ::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2"));
+                         ::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2",
+                                           "qwen3", "mistral_swa"));
 
 }  // namespace
 }  // namespace loom

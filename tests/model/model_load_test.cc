@@ -32,7 +32,8 @@ TEST_P(TinyModelTest, LoadsDirectory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModelTest,
-                         ::testing::Values("llama3", "llama32_tied", "llama2", "mistral", "qwen2"));
+                         ::testing::Values("llama3", "llama32_tied", "llama2", "mistral", "qwen2",
+                                           "qwen3", "mistral_swa"));
 
 TEST(ModelLoadTest, DummyWeightsFromConfig) {
   absl::StatusOr<std::unique_ptr<LoadedModel>> m = LoadModel(

@@ -6,7 +6,7 @@ weights (one file, or shards with model.safetensors.index.json), tokenizer.json,
 tokenizer_config.json (with the family's chat template) and tokens.json,
 chat.json, golden.json in the same formats as tests/fixtures/smollm2/.
 
-    python tools/golden/tiny_models.py
+    python tools/golden/tiny_models.py [NAME ...]   # all models, or the named ones
 """
 
 import json
@@ -18,7 +18,7 @@ import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
 from tokenizers import pre_tokenizers, processors, trainers
 from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, MistralConfig,
-                          Qwen2Config)
+                          Qwen2Config, Qwen3Config)
 
 sys.path.insert(0, os.path.dirname(__file__))
 import common  # noqa: E402
@@ -161,6 +161,16 @@ def specs():
                               "specials": "chatml"}, torch.float32, None, Qwen2Config,
          dict(rope_theta=1000000.0, tie_word_embeddings=False, bos_token_id=None,
               eos_token_id=qwen2_tok.token_to_id("<|im_end|>")), False),
+        # q/k head norms, no q/k/v biases, head_dim given apart from hidden / heads.
+        ("qwen3", qwen2_tok, {"bos": None, "eos": "<|im_end|>", "template": templates.CHATML_QWEN2,
+                              "specials": "chatml"}, torch.bfloat16, None, Qwen3Config,
+         dict(rope_theta=1000000.0, head_dim=32, tie_word_embeddings=True, bos_token_id=None,
+              eos_token_id=qwen2_tok.token_to_id("<|im_end|>")), False),
+        # Every layer attends to the last 16 positions: prompt and greedy
+        # continuation (about 40 tokens) run past the window and its first block.
+        ("mistral_swa", sp_tok, dict(sp, template=templates.MISTRAL), torch.float32, None,
+         MistralConfig, dict(rope_theta=10000.0, tie_word_embeddings=False, sliding_window=16,
+                             bos_token_id=1, eos_token_id=2), False),
     ]
 
 
@@ -261,7 +271,10 @@ def build(name, tok, tok_info, dtype, shard_size, config_cls, extra, classic, se
 
 
 def main():
+    names = sys.argv[1:]
     for i, spec in enumerate(specs()):
+        if names and spec[0] not in names:
+            continue
         # Seeds are tried in order until greedy decoding is decisive enough.
         for seed in range(100 * i + 1, 100 * i + 20):
             margin = build(*spec, seed=seed)

@@ -264,7 +264,8 @@ TEST_P(CudaExecutorGoldenTest, TokenMasksBindTheirRowsAtTheLimits) {
 
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, CudaExecutorGoldenTest,
-    ::testing::Combine(::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2"),
+    ::testing::Combine(::testing::Values("llama2", "llama3", "llama32_tied", "mistral", "qwen2",
+                                         "qwen3", "mistral_swa"),
                        ::testing::Values(Kernel::kV1, Kernel::kV2)),
     [](const ::testing::TestParamInfo<CudaExecutorGoldenTest::ParamType>& info) {
       return std::get<0>(info.param) + (std::get<1>(info.param) == Kernel::kV2 ? "_v2" : "_v1");
