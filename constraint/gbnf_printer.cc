@@ -24,7 +24,8 @@ std::string ClassChar(char32_t c) {
       break;
   }
   if (c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0x9F)) return absl::StrFormat("\\x%02X", c);
-  if (c > 0x7F) return absl::StrFormat(c > 0xFFFF ? "\\U%08X" : "\\u%04X", c);
+  if (c > 0xFFFF) return absl::StrFormat("\\U%08X", c);
+  if (c > 0x7F) return absl::StrFormat("\\u%04X", c);
   return std::string(1, static_cast<char>(c));
 }
 
