@@ -5,7 +5,6 @@
 // as on the CPU.
 // The draw walks the kept tokens in id order, as the CPU recipe does.
 #include <cfloat>
-
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/cuda_check.h"
