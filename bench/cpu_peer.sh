@@ -29,11 +29,7 @@ LOOM_HTTP_PORT=18777
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-echo "== machine"
-date -u
-uptime
-lscpu | grep -E "Model name|^CPU\(s\)"
-sha256sum "$MODEL"
+machine_header "$MODEL"
 
 # Requests for llama-server: `count` prompts of INPUT_LEN token ids drawn from
 # the middle of the vocabulary (as loom bench does), at most `conc` in flight.

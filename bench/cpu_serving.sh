@@ -27,37 +27,15 @@ LLAMA_PORT=18789
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-echo "== machine"
-date -u
-uptime
-lscpu | grep -E "Model name|^CPU\(s\)"
-sha256sum "$MODEL"
+machine_header "$MODEL"
 
-# bench SERVER LOAD TARGET INPUT_LEN OUTPUT_LEN CONCURRENCY SEED
-bench() {
-  local server=$1 load=$2 target=$3 in=$4 out=$5 conc=$6 seed=$7
-  local count=$((conc * 2))
-  ((count < 4)) && count=4
-  "$BUILD/tools/loom" bench --backend=openai --target="$target" --num_prompts=$count \
-    --input_len="$in" --output_len="$out" --range_ratio=0 --max_concurrency="$conc" \
-    --seed="$seed" --json="$WORK/$server-$load.json" > "$WORK/$server-$load.txt" 2>&1 ||
-    { cat "$WORK/$server-$load.txt"; return 1; }
-  python3 - "$WORK/$server-$load.json" "$server" "$load" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]:<13} {sys.argv[3]:<9}: {r['completed']:>3} ok {r['failed']} failed, "
-      f"{r['output_throughput']:7.1f} tok/s, TTFT p50 {r['median_ttft_ms']:8.1f} ms "
-      f"mean {r['mean_ttft_ms']:8.1f} ms, ITL p50 {r['median_itl_ms']:6.2f} ms "
-      f"p99 {r['p99_itl_ms']:7.2f} ms")
-PY
-}
-
+# The four loads, with the same seeds for both servers.
 loads() {
   local server=$1 target=$2
-  bench "$server" short-16 "$target" 20 128 16 11
-  bench "$server" long-16 "$target" 420 64 16 12
-  bench "$server" long-1 "$target" 420 64 1 13
-  bench "$server" short-1 "$target" 20 128 1 14
+  loom_bench "$server-short-16" openai "$target" 20 128 16 11
+  loom_bench "$server-long-16" openai "$target" 420 64 16 12
+  loom_bench "$server-long-1" openai "$target" 420 64 1 13
+  loom_bench "$server-short-1" openai "$target" 20 128 1 14
 }
 
 echo "== loomd (--threads=$THREADS ${LOOMD_FLAGS:-})"

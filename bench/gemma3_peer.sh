@@ -27,33 +27,15 @@ LLAMA_PORT=18789
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-echo "== machine"
-date -u
-lscpu | grep -E "Model name|^CPU\(s\)"
-sha256sum "$MODEL"
+machine_header "$MODEL"
 echo "input $INPUT_LEN tokens, output $OUTPUT_LEN tokens, greedy, ignore_eos"
 
-# bench NAME BACKEND TARGET CONCURRENCY: twice the concurrency in requests
-# (4 at concurrency 1), all sent at once, at most CONCURRENCY in flight, with
-# a prompt seed per run so that no run meets an earlier one's prefix cache.
+# bench NAME BACKEND TARGET CONCURRENCY: loom_bench (bench/lib.sh) at
+# INPUT_LEN and OUTPUT_LEN with a seed of its own.
 SEED=0
 bench() {
-  local name=$1 backend=$2 target=$3 conc=$4
-  local count=$((conc * 2))
-  ((count < 4)) && count=4
   SEED=$((SEED + 1))
-  "$BUILD/tools/loom" bench --backend="$backend" --target="$target" --num_prompts=$count \
-    --input_len="$INPUT_LEN" --output_len="$OUTPUT_LEN" --range_ratio=0 \
-    --max_concurrency="$conc" --seed=$SEED --json="$WORK/$name.json" > "$WORK/$name.txt" 2>&1 ||
-    { cat "$WORK/$name.txt"; return 1; }
-  python3 - "$WORK/$name.json" "$name" "$conc" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"{sys.argv[2]:<24} conc {sys.argv[3]:>3}: {r['completed']:>3} ok {r['failed']} failed, "
-      f"{r['total_output_tokens']:>6} out tok, {r['output_throughput']:7.1f} tok/s, "
-      f"TTFT p50 {r['median_ttft_ms']:8.1f} ms, ITL p50 {r['median_itl_ms']:6.2f} ms "
-      f"p99 {r['p99_itl_ms']:6.2f} ms, TPOT p50 {r['median_tpot_ms']:6.2f} ms")
-PY
+  loom_bench "$1" "$2" "$3" "$INPUT_LEN" "$OUTPUT_LEN" "$4" "$SEED"
 }
 
 echo "== loomd (--threads=$THREADS)"
