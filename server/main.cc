@@ -51,14 +51,14 @@ ABSL_FLAG(int32_t, long_prefill_token_threshold, -1,
 ABSL_FLAG(int32_t, max_num_partial_prefills, -1,
           "Most sequences given a prefill chunk that leaves part of their prompt for later, in "
           "one step (0: no limit; -1: by device, 1 on the CPU, no limit on a GPU).");
-ABSL_FLAG(absl::Duration, prompt_token_aging, absl::ZeroDuration(),
-          "shortest_prompt: waiting this long is worth one prompt token (0: by device, 2ms on "
-          "the CPU, 100us on a GPU).");
 ABSL_FLAG(std::string, admission, "optimistic",
           "optimistic (admit while blocks exist, preempt when full) or reserve (admit only "
           "when prompt + max_tokens fit, never preempt).");
 // A string, parsed with absl::ParseDuration: reading a Duration-typed flag takes
 // a sequence lock whose fences GCC rejects under -fsanitize=thread.
+ABSL_FLAG(std::string, prompt_token_aging, "0",
+          "shortest_prompt: waiting this long is worth one prompt token (0: by device, 2ms on "
+          "the CPU, 100us on a GPU).");
 ABSL_FLAG(std::string, drain_timeout, "30s",
           "On SIGTERM/SIGINT: how long requests in flight may run before they are aborted.");
 ABSL_FLAG(std::string, engine_stall_timeout, "60s",
@@ -246,9 +246,10 @@ int Run(int argc, char** argv) {
   config.scheduling_policy = absl::GetFlag(FLAGS_scheduling_policy);
   config.long_prefill_token_threshold = absl::GetFlag(FLAGS_long_prefill_token_threshold);
   config.max_num_partial_prefills = absl::GetFlag(FLAGS_max_num_partial_prefills);
-  config.prompt_token_aging = absl::GetFlag(FLAGS_prompt_token_aging);
   config.admission = absl::GetFlag(FLAGS_admission);
-  if (!ParseDurationFlag("drain_timeout", absl::GetFlag(FLAGS_drain_timeout),
+  if (!ParseDurationFlag("prompt_token_aging", absl::GetFlag(FLAGS_prompt_token_aging),
+                         &config.prompt_token_aging) ||
+      !ParseDurationFlag("drain_timeout", absl::GetFlag(FLAGS_drain_timeout),
                          &config.drain_timeout) ||
       !ReadLimitFlags(config)) {
     return 2;
