@@ -188,6 +188,9 @@ TEST_F(EngineConstraintTest, PreemptionKeepsTheMatchersInStep) {
   }
   engine_.reset();
   Start({.num_blocks = 14, .block_size = 4}, /*prefix_caching=*/false);
+  // The first step waits until all four are queued, so they run together
+  // however the engine thread is scheduled.
+  executor_->PauseAtStep(executor_->num_steps() + 1);
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   for (int32_t r = 0; r < 4; ++r) {
     sinks.push_back(std::make_shared<RecordingSink>());
@@ -196,6 +199,8 @@ TEST_F(EngineConstraintTest, PreemptionKeepsTheMatchersInStep) {
                              sinks.back())
                     .ok());
   }
+  executor_->WaitUntilPaused();
+  executor_->Release();
   for (int32_t r = 0; r < 4; ++r) {
     ASSERT_TRUE(sinks[r]->WaitFinished());
     ExpectSchemaDocument(*sinks[r], 0);

@@ -111,7 +111,7 @@ GRPC_REACTOR_CODE = re.compile(r" /usr/include/grpcpp/(support|impl/codegen)/ser
 REACTOR_CLASS = r"\w+Reactor(Base<.*>)?"
 REACTOR_LIFETIME = re.compile(
     r" loom::(\w+::)?(" + REACTOR_CLASS + r"::(~?\w+Reactor(Base)?|OnDone)|GenerationService::Generate\w*)\(|"
-    r" ~?\w+Reactor(Base)? \.\./\.\./server/")
+    r" (~?\w+Reactor(Base)?|ServerReflectionInfo|OnDone) \.\./\.\./server/")
 
 
 def owner(stack):
