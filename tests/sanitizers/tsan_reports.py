@@ -16,7 +16,10 @@ accesses (server/reactor_sink.h: ReactorRelease before handing the reactor to
 gRPC, ReactorAcquire in OnDone), but gRPC's inline reactor code in
 grpcpp/*.h (InternalBindCall, StartWrite, Finish, CallOnDone) also touches the
 reactor after the last point Loom's code can release and before OnDone can
-acquire. A race between such an access and the construction (the service's
+acquire. So does its receive op (CallOpRecvMessage in grpcpp/impl/call_op_set.h):
+a bidi reactor hands StartRead a message it owns, and gRPC parses the next
+request into it on a poller thread before the reactor's OnReadDone, which is
+where Loom's code can first acquire. A race between such an access and the construction (the service's
 handler, the reactor's constructor) or the deletion (OnDone, the destructor)
 of a Loom reactor is therefore ignored too; any other access of Loom's code
 to a reactor still fails.
@@ -104,8 +107,11 @@ def owner_is_foreign(stack):
     return True  # only allocator or libc frames: nothing of Loom's raced
 
 
-# gRPC's inline reactor plumbing, and a Loom reactor's construction or deletion.
-GRPC_REACTOR_CODE = re.compile(r" /usr/include/grpcpp/(support|impl/codegen)/server_callback")
+# gRPC's inline reactor plumbing (including its receive op, which parses a
+# message into the buffer a reactor's StartRead named), and a Loom reactor's
+# construction or deletion.
+GRPC_REACTOR_CODE = re.compile(r" /usr/include/grpcpp/(support|impl/codegen)/server_callback|"
+                               r" grpc::internal::CallOpRecvMessage<.* /usr/include/grpcpp/impl/call_op_set\.h:")
 # A reactor class is FooReactor or the templated GenerateReactorBase<...> that
 # holds the shared construction, OnDone and destruction.
 REACTOR_CLASS = r"\w+Reactor(Base<.*>)?"
