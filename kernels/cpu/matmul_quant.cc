@@ -325,7 +325,13 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
   const int64_t row_bytes = blocks * QuantBlockBytes(p.type);
   const tiles::Operands<std::byte> ops{
       p.x, static_cast<const std::byte*>(p.w), row_bytes, p.bias, p.y, p.m, p.n, p.k, p.ldx, p.ldy};
-  const int64_t even = (p.n + pool.NumThreads() - 1) / pool.NumThreads();
+  // A whole number of tasks per thread, each at most kMaxRowsPerTask rows:
+  // 576 rows on 2 threads are 4 tasks of 144, not 256 + 256 + 64 (one thread
+  // doing 320 while the other waits after 256).
+  const int64_t threads = pool.NumThreads();
+  const int64_t tasks =
+      threads * ((p.n + threads * kMaxRowsPerTask - 1) / (threads * kMaxRowsPerTask));
+  const int64_t even = (p.n + tasks - 1) / tasks;
   const int64_t rows_per_task = std::clamp<int64_t>(
       (even + tiles::kNr - 1) / tiles::kNr * tiles::kNr, kRowsPerSlice, kMaxRowsPerTask);
   if (p.quantize_x && p.m >= tiles::kPanelMinRows && int8::Supported(p.type, level)) {

@@ -133,29 +133,51 @@ LOOM_TILES_AVX2 void TileAvx2(const Tile<typename P::W>& t) {
   }
 }
 
+// Steps of k a wide tile runs for its rows of W before moving on, where k is
+// long: kMrWide rows of x over 16 steps of 32 values are 16 KiB, which stay in
+// L1 while each row of W passes over them (a down projection's whole rows of
+// x, 8 x 1536 floats, would be read from L2 once per row of W).
+inline constexpr int kWideChunkSteps = 16;
+
 // kMrWide rows of x by NR rows of W, a row of W at a time; each output
 // accumulates the products of TileAvx2 in the same order, so the same bits.
+// A long k runs in chunks of about kWideChunkSteps steps, every row of W
+// through a chunk before the next; the partial sums wait in `saved` between
+// chunks, which changes no arithmetic.
 template <class P, int NR>
 LOOM_TILES_AVX2 void TileAvx2Wide(const Tile<typename P::W>& t) {
   constexpr int kVectors = P::kAvx2Vectors;
   constexpr int kStep = 8 * kVectors;
   static_assert(!P::kHasTail);
   const int steps = t.k / kStep;
-  for (int j = 0; j < NR; ++j) {
-    __m256 acc[kMrWide];
-    for (int i = 0; i < kMrWide; ++i) acc[i] = _mm256_setzero_ps();
-    for (int s = 0; s < steps; ++s) {
-      const int kk = s * kStep;
-      if (j == 0) P::template Prefetch<NR>(t, s);
-      __m256 w[kVectors];
-      P::LoadAvx2(t.WRow(j), s, w);
-      for (int i = 0; i < kMrWide; ++i) {
-        for (int g = 0; g < kVectors; ++g) {
-          acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(t.XRow(i) + kk + 8 * g), w[g], acc[i]);
+  const int chunks =
+      steps > kWideChunkSteps * 3 / 2 ? (steps + kWideChunkSteps - 1) / kWideChunkSteps : 1;
+  const int chunk_steps = (steps + chunks - 1) / chunks;
+  __m256 saved[NR][kMrWide];
+  for (int j = 0; j < NR; ++j)
+    for (int i = 0; i < kMrWide; ++i) saved[j][i] = _mm256_setzero_ps();
+  for (int s0 = 0; s0 < steps; s0 += chunk_steps) {
+    const int s1 = std::min(steps, s0 + chunk_steps);
+    for (int j = 0; j < NR; ++j) {
+      __m256 acc[kMrWide];
+      for (int i = 0; i < kMrWide; ++i) acc[i] = saved[j][i];
+      for (int s = s0; s < s1; ++s) {
+        const int kk = s * kStep;
+        if (j == 0) P::template Prefetch<NR>(t, s);
+        __m256 w[kVectors];
+        P::LoadAvx2(t.WRow(j), s, w);
+        for (int i = 0; i < kMrWide; ++i) {
+          for (int g = 0; g < kVectors; ++g) {
+            acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(t.XRow(i) + kk + 8 * g), w[g], acc[i]);
+          }
         }
       }
+      if (s1 == steps) {
+        for (int i = 0; i < kMrWide; ++i) t.Store(i, j, Sum256(acc[i]));
+      } else {
+        for (int i = 0; i < kMrWide; ++i) saved[j][i] = acc[i];
+      }
     }
-    for (int i = 0; i < kMrWide; ++i) t.Store(i, j, Sum256(acc[i]));
   }
 }
 

@@ -124,7 +124,7 @@ TEST(MatmulKQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
     for (QuantType type : kTypes) {
       for (int32_t m : {1, 3, 6, 13, 33}) {
         for (int32_t n : {1, 6, 37}) {
-          for (int32_t k : {256, 768}) {
+          for (int32_t k : {256, 768, 2048}) {
             SCOPED_TRACE(testing::Message() << SimdName(level) << " " << QuantTypeName(type)
                                             << " m " << m << " n " << n << " k " << k);
             const int32_t ldx = k + 3, ldy = n + 2;

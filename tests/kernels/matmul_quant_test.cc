@@ -122,7 +122,7 @@ TEST(MatmulQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
     for (QuantType type : {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1}) {
       for (int32_t m : {1, 2, 5, 13, 16, 33}) {
         for (int32_t n : {1, 6, 37, 64}) {
-          for (int32_t k : {32, 96, 576}) {
+          for (int32_t k : {32, 96, 576, 800, 1536}) {
             for (bool with_bias : {false, true}) {
               SCOPED_TRACE(testing::Message()
                            << SimdName(level) << " " << QuantTypeName(type) << " m " << m << " n "
