@@ -78,10 +78,13 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
     return absl::InvalidArgumentError(absl::StrCat(
         "dtype ", options.dtype, " is not supported on cpu (auto, bfloat16, float32)"));
   }
-  if (options.cpu_prefill_precision != "float32" && options.cpu_prefill_precision != "int8") {
-    return absl::InvalidArgumentError(absl::StrCat("cpu_prefill_precision ",
-                                                   options.cpu_prefill_precision,
-                                                   " is not supported (float32, int8)"));
+  for (const auto& [name, value] :
+       {std::pair{"cpu_prefill_precision", &options.cpu_prefill_precision},
+        std::pair{"cpu_decode_precision", &options.cpu_decode_precision}}) {
+    if (*value != "float32" && *value != "int8") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " ", *value, " is not supported (float32, int8)"));
+    }
   }
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("block_size ", options.block_size));
@@ -99,7 +102,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_,
-                                               options.cpu_prefill_precision == "int8");
+                                               options.cpu_prefill_precision == "int8",
+                                               options.cpu_decode_precision == "int8");
   e->sampling_limits_ = {.vocab_size = c.vocab_size, .max_logit_bias = options.max_logit_bias};
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;
   if (e->max_model_len_ <= 0) e->max_model_len_ = c.max_position_embeddings;

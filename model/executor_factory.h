@@ -30,6 +30,8 @@ struct ExecutorOptions {
   // Q4_0/Q4_1 weights: float32, or int8 per block of 32 as llama.cpp rounds
   // them (kernels/cpu/matmul_quant_int8.h).
   std::string cpu_prefill_precision = "float32";
+  // cpu: the same for decode steps (4 to 32 tokens): float32, or int8.
+  std::string cpu_decode_precision = "float32";
   // Per-step limits (--max_num_seqs, --max_num_batched_tokens) and the most
   // logit_bias entries a request may carry (--max_logit_bias): the CUDA
   // executor sizes its buffers, graphs and workspaces from them.

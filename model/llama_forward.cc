@@ -44,7 +44,8 @@ void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, floa
   for (const QuantRows& part : w.parts) {
     kc::MatmulQuantParams p{
         x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
-    p.quantize_x = int8_prefill_;
+    p.quantize_x =
+        m >= kInt8PrefillMinTokens ? int8_prefill_ : int8_decode_ && m >= kInt8DecodeMinTokens;
     kc::MatmulQuant(p, pool);
     blocks += part.rows * (w.k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type));
     row += part.rows;
@@ -64,10 +65,11 @@ void ForwardBatch::Clear() {
 }
 
 LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
-                           bool int8_prefill)
+                           bool int8_prefill, bool int8_decode)
     : config_(config),
       weights_(weights),
       int8_prefill_(int8_prefill),
+      int8_decode_(int8_decode),
       kv_layout_(KvLayoutOf(config)),
       inv_freq_(RopeInverseFrequencies(config)),
       inv_freq_local_(RopeInverseFrequencies(config, /*sliding=*/true)) {}

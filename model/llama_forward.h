@@ -63,10 +63,20 @@ struct KvPool {
 
 class LlamaForward {
  public:
-  // config and weights must outlive this object. int8_prefill: Q4_0/Q4_1
-  // matmuls of 33 tokens or more round their activations to int8
-  // (MatmulQuantParams::quantize_x).
-  LlamaForward(const ModelConfig& config, const LlamaWeights& weights, bool int8_prefill = false);
+  // config and weights must outlive this object. Q4_0/Q4_1 matmuls round
+  // their activations to int8 (MatmulQuantParams::quantize_x) in steps of
+  // kInt8PrefillMinTokens tokens or more with int8_prefill, and in steps of
+  // kInt8DecodeMinTokens up to that with int8_decode.
+  LlamaForward(const ModelConfig& config, const LlamaWeights& weights, bool int8_prefill = false,
+               bool int8_decode = false);
+
+  // Steps from which int8_prefill applies: the panel GEMM's (prefill) sizes.
+  static constexpr int32_t kInt8PrefillMinTokens = 33;
+  // Steps from which int8_decode applies: below 4 tokens the int8 path, which
+  // repacks W for every product, is slower than the float32 register tiles
+  // (SmolLM2 at 1 stream: 12.4 against 10.3 ms a token), and decoding one
+  // sequence is bound by reading W either way.
+  static constexpr int32_t kInt8DecodeMinTokens = 4;
 
   // Runs the batch; writes [logit_rows.size(), vocab] logits. on_layer runs
   // after each layer (progress for the engine's liveness).
@@ -94,6 +104,7 @@ class LlamaForward {
   const ModelConfig& config_;
   const LlamaWeights& weights_;
   const bool int8_prefill_;
+  const bool int8_decode_;
   const ModelKvLayout kv_layout_;
   std::vector<float> inv_freq_;
   std::vector<float> inv_freq_local_;  // of the sliding-window layers

@@ -91,6 +91,7 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   options.dtype = config.dtype;
   options.attention_kernel = config.attention_kernel;
   options.cpu_prefill_precision = config.cpu_prefill_precision;
+  options.cpu_decode_precision = config.cpu_decode_precision;
   options.block_size = config.block_size;
   options.kv_cache_bytes = config.kv_cache_bytes;
   options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;

@@ -25,6 +25,9 @@ ABSL_FLAG(std::string, attention_kernel, "auto",
 ABSL_FLAG(std::string, cpu_prefill_precision, "float32",
           "CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8 (llama.cpp's "
           "precision, about twice as fast).");
+ABSL_FLAG(std::string, cpu_decode_precision, "float32",
+          "CPU decode batches (4 to 32 tokens a step) on Q4_0/Q4_1 weights: float32 activations, "
+          "or int8 (llama.cpp's precision; 16 streams about 1.3x the tokens/s).");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
 ABSL_FLAG(int32_t, http_port, 8080,
           "HTTP port for the OpenAI API, /metrics, /healthz and /readyz (0: a free one).");
@@ -231,6 +234,7 @@ int Run(int argc, char** argv) {
   config.dtype = absl::GetFlag(FLAGS_dtype);
   config.attention_kernel = absl::GetFlag(FLAGS_attention_kernel);
   config.cpu_prefill_precision = absl::GetFlag(FLAGS_cpu_prefill_precision);
+  config.cpu_decode_precision = absl::GetFlag(FLAGS_cpu_decode_precision);
   config.port = absl::GetFlag(FLAGS_port);
   config.http_port = absl::GetFlag(FLAGS_http_port);
   config.host = absl::GetFlag(FLAGS_host);

@@ -22,6 +22,8 @@ struct ServerConfig {
   // CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8
   // (llama.cpp's precision, about twice as fast).
   std::string cpu_prefill_precision = "float32";
+  // The same for decode steps of 4 to 32 tokens (a batch of decodes).
+  std::string cpu_decode_precision = "float32";
   int32_t port = 50051;  // 0 picks a free port
   int32_t http_port = 8080;
   std::string host = "0.0.0.0";

@@ -334,7 +334,7 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
   const int64_t even = (p.n + tasks - 1) / tasks;
   const int64_t rows_per_task = std::clamp<int64_t>(
       (even + tiles::kNr - 1) / tiles::kNr * tiles::kNr, kRowsPerSlice, kMaxRowsPerTask);
-  if (p.quantize_x && p.m >= tiles::kPanelMinRows && int8::Supported(p.type, level)) {
+  if (p.quantize_x && int8::Supported(p.type, level)) {
     int8::MatmulInt8(p, pool, rows_per_task);
     return;
   }

@@ -361,6 +361,9 @@ TEST(ExecutorFactoryTest, CpuAndUnknownDevices) {
   options.dtype = "auto";
   options.cpu_prefill_precision = "int4";
   EXPECT_EQ(CreateExecutor(*model, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.cpu_prefill_precision = "int8";
+  options.cpu_decode_precision = "bfloat16";
+  EXPECT_EQ(CreateExecutor(*model, options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ namespace {
 // prompt's activations are rounded to int8 (prompts of 33 tokens or more):
 // the default model's top logits then move by up to 0.53 (1% of relative
 // error per matmul over 30 layers), so only near ties of that size may flip.
+// --cpu_decode_precision=int8 does the same to steps of 4 to 32 tokens: with
+// both, every prompt's logits come from the int8 path.
 struct Precision {
   LinearDType dtype;
   const char* name;
@@ -41,11 +43,13 @@ struct Precision {
   size_t min_greedy_match;  // greedy tokens that must match whatever the margins
   float relative_tolerance = 0.0f;
   const char* prefill = "float32";
+  const char* decode = "float32";
 };
 constexpr Precision kFloat32{LinearDType::kFloat32, "float32", false, 1e-3f, 16};
 constexpr Precision kBFloat16{LinearDType::kBFloat16, "bfloat16", false, 0.1f, 1};
 constexpr Precision kAutoQuantized{LinearDType::kBFloat16, "auto", true, 1e-3f, 16};
 constexpr Precision kAutoInt8Prefill{LinearDType::kBFloat16, "auto", true, 1.0f, 0, 0.0f, "int8"};
+constexpr Precision kAutoInt8{LinearDType::kBFloat16, "auto", true, 1.0f, 0, 0.0f, "int8", "int8"};
 
 struct GoldenRun {
   std::string text;
@@ -88,9 +92,10 @@ std::unique_ptr<LoadedModel> Load(const std::string& path) {
 
 // Logits of the last prompt position, straight from the forward pass.
 std::vector<float> PromptLogits(const LoadedModel& model, const LlamaWeights& weights,
-                                const std::vector<int32_t>& prompt, bool int8_prefill,
+                                const std::vector<int32_t>& prompt, const Precision& precision,
                                 kernels::ParallelFor& pool) {
-  LlamaForward forward(model.config, weights, int8_prefill);
+  LlamaForward forward(model.config, weights, precision.prefill == std::string("int8"),
+                       precision.decode == std::string("int8"));
   const ModelKvLayout layout = KvLayoutOf(model.config);
   const int32_t stride = layout.cache.stride();
   const int32_t block_size = 16;
@@ -167,6 +172,7 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
   options.kv_cache_bytes = 64 << 20;
   options.dtype = precision.name;
   options.cpu_prefill_precision = precision.prefill;
+  options.cpu_decode_precision = precision.decode;
   absl::StatusOr<std::unique_ptr<CpuExecutor>> e = CpuExecutor::Create(model, options);
   ASSERT_TRUE(e.ok()) << e.status();
   kernels::cpu::ThreadPool pool(2);
@@ -176,8 +182,7 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
   float max_error = 0.0f;
   for (const GoldenRun& run : runs) {
     SCOPED_TRACE(run.text);
-    const std::vector<float> logits =
-        PromptLogits(model, *weights, run.prompt, precision.prefill == std::string("int8"), pool);
+    const std::vector<float> logits = PromptLogits(model, *weights, run.prompt, precision, pool);
     for (const auto& [id, want] : run.top_logits) {
       EXPECT_NEAR(logits.at(id), want,
                   precision.logit_tolerance + precision.relative_tolerance * std::fabs(want))
@@ -195,8 +200,9 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
     std::printf("prompt of %zu tokens: greedy tokens matching: %zu of %zu\n", run.prompt.size(),
                 match, got.size());
   }
-  std::printf("%s, %s prefill: largest top-logit error %g (tolerance %g)\n", precision.name,
-              precision.prefill, max_error, precision.logit_tolerance);
+  std::printf("%s, %s prefill, %s decode: largest top-logit error %g (tolerance %g)\n",
+              precision.name, precision.prefill, precision.decode, max_error,
+              precision.logit_tolerance);
 }
 
 TEST(GoldenTest, SmolLm2GgufMatchesTransformers) {
@@ -207,6 +213,7 @@ TEST(GoldenTest, SmolLm2GgufMatchesTransformers) {
   CheckModel(*model, fixture, kBFloat16);
   CheckModel(*model, fixture, kAutoQuantized);
   CheckModel(*model, fixture, kAutoInt8Prefill);
+  CheckModel(*model, fixture, kAutoInt8);
 }
 
 // Gemma 3 270M Q4_K_M: every linear weight and the tied embedding keep their

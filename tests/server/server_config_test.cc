@@ -43,6 +43,11 @@ TEST(ServerConfigTest, CpuPrefillPrecisionTakesFloat32OrInt8) {
   ServerConfig c = Valid();
   c.cpu_prefill_precision = "bfloat16";
   ExpectInvalid(c, "cpu_prefill_precision must be one of float32, int8; got \"bfloat16\"");
+  c = Valid();
+  c.cpu_decode_precision = "int8";
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+  c.cpu_decode_precision = "int4";
+  ExpectInvalid(c, "cpu_decode_precision must be one of float32, int8; got \"int4\"");
 }
 
 TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
