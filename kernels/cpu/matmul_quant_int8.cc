@@ -113,16 +113,89 @@ LOOM_INT8_AVX2 inline void Transpose8x8(__m256i (&r)[8]) {
   }
 }
 
+// The formats of the int8 path: the block's bytes, where its values start,
+// whether it has an offset m (x = d q + m), and what its values are.
+template <QuantType T>
+struct Format;
+template <>
+struct Format<QuantType::kQ4_0> {  // q - 8, q in 0..15
+  static constexpr int64_t kBytes = sizeof(BlockQ4_0);
+  static constexpr bool kHasMin = false;
+  static constexpr int32_t kBias = 8;
+};
+template <>
+struct Format<QuantType::kQ4_1> {  // q in 0..15
+  static constexpr int64_t kBytes = sizeof(BlockQ4_1);
+  static constexpr bool kHasMin = true;
+  static constexpr int32_t kBias = 0;
+};
+template <>
+struct Format<QuantType::kQ5_0> {  // q - 16, q in 0..31
+  static constexpr int64_t kBytes = sizeof(BlockQ5_0);
+  static constexpr bool kHasMin = false;
+  static constexpr int32_t kBias = 16;
+};
+template <>
+struct Format<QuantType::kQ5_1> {  // q in 0..31
+  static constexpr int64_t kBytes = sizeof(BlockQ5_1);
+  static constexpr bool kHasMin = true;
+  static constexpr int32_t kBias = 0;
+};
+template <>
+struct Format<QuantType::kQ8_0> {  // q in -128..127, signed
+  static constexpr int64_t kBytes = sizeof(BlockQ8_0);
+  static constexpr bool kHasMin = false;
+  static constexpr int32_t kBias = 0;
+};
+
+constexpr bool IsFive(QuantType t) { return t == QuantType::kQ5_0 || t == QuantType::kQ5_1; }
+
+// The 32 low nibbles then high nibbles of 16 bytes: values 0..15, 16..31.
+LOOM_INT8_AVX2 inline __m256i Nibbles(const std::byte* qs) {
+  const __m128i low = _mm_set1_epi8(0x0f);
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low), _mm_and_si128(q, low));
+}
+
+// 0x10 in byte j where bit j of the little-endian word qh is set.
+LOOM_INT8_AVX2 inline __m256i FifthBits(const std::byte* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof(bits));
+  // Byte j takes byte j / 8 of the word (every 32-bit lane holds all four).
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// One block's 32 values in order: unsigned q for the 4- and 5-bit formats,
+// signed q for Q8_0; its scale d and offset m.
+template <QuantType T>
+LOOM_INT8_AVX2 inline __m256i BlockValues(const std::byte* block, float& d, float& m) {
+  uint16_t dm[2];
+  std::memcpy(dm, block, sizeof(dm));
+  d = _cvtsh_ss(dm[0]);
+  m = Format<T>::kHasMin ? _cvtsh_ss(dm[1]) : 0.0f;
+  if constexpr (T == QuantType::kQ8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+  } else if constexpr (IsFive(T)) {
+    constexpr int kQh = Format<T>::kHasMin ? 4 : 2;
+    return _mm256_or_si256(Nibbles(block + kQh + 4), FifthBits(block + kQh));
+  } else {
+    return Nibbles(block + (Format<T>::kHasMin ? 4 : 2));
+  }
+}
+
 // Rows [0, rows) of W (rows <= kRows; the panel's others are zero).
 template <QuantType T>
 LOOM_INT8_AVX2 void PackPanel(const std::byte* w, int64_t row_bytes, int rows, int blocks,
                               Panel& panel) {
-  constexpr int64_t kBytes = T == QuantType::kQ4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ4_1);
-  constexpr int kQs = T == QuantType::kQ4_0 ? 2 : 4;  // offset of the nibbles
   panel.q.resize(static_cast<size_t>(blocks) * kGroups * kRows * 4);
   panel.d.assign(static_cast<size_t>(blocks) * kRows, 0.0f);
   panel.m.assign(panel.d.size(), 0.0f);
-  const __m128i low = _mm_set1_epi8(0x0f);
   for (int b = 0; b < blocks; ++b) {
     __m256i r[kRows];
     for (int row = 0; row < kRows; ++row) {
@@ -130,14 +203,8 @@ LOOM_INT8_AVX2 void PackPanel(const std::byte* w, int64_t row_bytes, int rows, i
         r[row] = _mm256_setzero_si256();
         continue;
       }
-      const std::byte* block = w + row * row_bytes + b * kBytes;
-      uint16_t dm[2];
-      std::memcpy(dm, block, sizeof(dm));
-      panel.d[b * kRows + row] = _cvtsh_ss(dm[0]);
-      if constexpr (T == QuantType::kQ4_1) panel.m[b * kRows + row] = _cvtsh_ss(dm[1]);
-      // Values 0..15 of the block in the low nibbles, 16..31 in the high ones.
-      const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQs));
-      r[row] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), low), _mm_and_si128(qs, low));
+      r[row] = BlockValues<T>(w + row * row_bytes + b * Format<T>::kBytes, panel.d[b * kRows + row],
+                              panel.m[b * kRows + row]);
     }
     Transpose8x8(r);
     for (int g = 0; g < kGroups; ++g) {
@@ -160,30 +227,42 @@ template <QuantType T, int MR>
 LOOM_INT8_AVX2 void Block(const Activations& a, int64_t i, int64_t k, const Panel& panel,
                           const Outputs& out) {
   const __m256i ones = _mm256_set1_epi16(1);
+  // Groups whose 16-bit pair sums add up before widening: 8 for 4-bit values
+  // (8 * 2 * 15 * 127 = 30480), 4 for 5-bit (4 * 2 * 31 * 127 = 31496), 1 for
+  // Q8_0 (2 * 128 * 127 = 32512: |w| times x with w's sign).
+  constexpr int kRun = T == QuantType::kQ8_0 ? 1 : IsFive(T) ? 4 : kGroups;
   __m256 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
   for (int b = 0; b < a.blocks; ++b) {
     const uint8_t* wq = panel.q.data() + static_cast<size_t>(b) * kGroups * 32;
+    __m256i dot[MR];
     __m256i dot16[MR];
+    for (int r = 0; r < MR; ++r) dot[r] = dot16[r] = _mm256_setzero_si256();
     for (int g = 0; g < kGroups; ++g) {
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + 32 * g));
+      const __m256i wu = T == QuantType::kQ8_0 ? _mm256_abs_epi8(w) : w;
       for (int r = 0; r < MR; ++r) {
         int32_t x4;
         std::memcpy(&x4, a.q.data() + (i + r) * k + b * kQuantBlock + 4 * g, sizeof(x4));
-        const __m256i prod = _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4));
-        dot16[r] = g == 0 ? prod : _mm256_add_epi16(dot16[r], prod);
+        __m256i xv = _mm256_set1_epi32(x4);
+        if constexpr (T == QuantType::kQ8_0) xv = _mm256_sign_epi8(xv, w);
+        const __m256i prod = _mm256_maddubs_epi16(wu, xv);
+        dot16[r] = _mm256_add_epi16(dot16[r], prod);
+        if (g % kRun == kRun - 1) {
+          dot[r] = _mm256_add_epi32(dot[r], _mm256_madd_epi16(dot16[r], ones));
+          dot16[r] = _mm256_setzero_si256();
+        }
       }
     }
     const __m256 d = _mm256_loadu_ps(panel.d.data() + b * kRows);
     for (int r = 0; r < MR; ++r) {
       const size_t xb = static_cast<size_t>(i + r) * a.blocks + b;
-      __m256i dot = _mm256_madd_epi16(dot16[r], ones);
-      if constexpr (T == QuantType::kQ4_0) {
-        dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(8 * a.sum[xb]));  // q - 8
+      if constexpr (Format<T>::kBias != 0) {  // q - 8 or q - 16
+        dot[r] = _mm256_sub_epi32(dot[r], _mm256_set1_epi32(Format<T>::kBias * a.sum[xb]));
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]),
                                _mm256_mul_ps(d, _mm256_set1_ps(a.scale[xb])), acc[r]);
-      if constexpr (T == QuantType::kQ4_1) {
+      if constexpr (Format<T>::kHasMin) {
         acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(panel.m.data() + b * kRows),
                                  _mm256_set1_ps(a.scaled_sum[xb]), acc[r]);
       }
@@ -222,18 +301,34 @@ void RunPanels(const MatmulQuantParams& p, const Activations& a, ParallelFor& po
 }  // namespace
 
 bool Supported(QuantType type, SimdLevel level) {
-  return level >= SimdLevel::kAvx2 && (type == QuantType::kQ4_0 || type == QuantType::kQ4_1);
+  switch (type) {
+    case QuantType::kQ8_0:
+    case QuantType::kQ4_0:
+    case QuantType::kQ4_1:
+    case QuantType::kQ5_0:
+    case QuantType::kQ5_1:
+      return level >= SimdLevel::kAvx2;
+    default:
+      return false;
+  }
 }
 
 void MatmulInt8(const MatmulQuantParams& p, ParallelFor& pool, int64_t rows_per_task) {
-  LOOM_CHECK(p.type == QuantType::kQ4_0 || p.type == QuantType::kQ4_1);
+  LOOM_CHECK(Supported(p.type, SimdLevel::kAvx2));
   LOOM_CHECK_EQ(p.k % kQuantBlock, 0);
   thread_local Activations a;
   Quantize(p, pool, a);
-  if (p.type == QuantType::kQ4_0) {
-    RunPanels<QuantType::kQ4_0>(p, a, pool, rows_per_task);
-  } else {
-    RunPanels<QuantType::kQ4_1>(p, a, pool, rows_per_task);
+  switch (p.type) {
+    case QuantType::kQ8_0:
+      return RunPanels<QuantType::kQ8_0>(p, a, pool, rows_per_task);
+    case QuantType::kQ4_0:
+      return RunPanels<QuantType::kQ4_0>(p, a, pool, rows_per_task);
+    case QuantType::kQ4_1:
+      return RunPanels<QuantType::kQ4_1>(p, a, pool, rows_per_task);
+    case QuantType::kQ5_0:
+      return RunPanels<QuantType::kQ5_0>(p, a, pool, rows_per_task);
+    default:
+      return RunPanels<QuantType::kQ5_1>(p, a, pool, rows_per_task);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/matmul.h"
 #include "tests/kernels/test_util.h"
@@ -38,7 +39,7 @@ std::vector<std::byte> RandomBlocks(QuantType type, int64_t blocks, uint32_t see
     std::byte* block = out.data() + i * QuantBlockBytes(type);
     const uint16_t d = scale();
     std::memcpy(block, &d, 2);
-    if (type == QuantType::kQ4_1) {
+    if (type == QuantType::kQ4_1 || type == QuantType::kQ5_1) {
       const uint16_t m = scale();
       std::memcpy(block + 2, &m, 2);
     }
@@ -77,7 +78,7 @@ TEST(DequantizeBlocksTest, DecodesEachLayout) {
 // AVX2).
 bool TakesInt8Path(QuantType type, int32_t m, SimdLevel level) {
   (void)m;
-  return level >= SimdLevel::kAvx2 && (type == QuantType::kQ4_0 || type == QuantType::kQ4_1);
+  return int8::Supported(type, level);
 }
 
 // Checks y (the int8 path's output) against x W^T in double. Rounding x to
@@ -202,7 +203,8 @@ TEST(MatmulQuantTest, Int8PathStaysWithinTheRoundingOfX) {
   if (DetectedSimd() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2";
   ThreadPool pool(2);
   uint32_t seed = 50;
-  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_1}) {
+  for (QuantType type :
+       {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ5_1}) {
     const int32_t m = 70, n = 83, k = 576;
     std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, ++seed, -2, 2);
     for (int32_t i = 0; i < m; ++i) x[static_cast<size_t>(i) * k + i] *= 1000.0f;
