@@ -27,7 +27,7 @@ struct ExecutorOptions {
   // cuda decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
   // cpu: the activations of prefill matmuls (33 tokens or more in a step) on
-  // Q4_0/Q4_1 weights: float32, or int8 per block of 32 as llama.cpp rounds
+  // Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: float32, or int8 per block of 32 as llama.cpp rounds
   // them (kernels/cpu/matmul_quant_int8.h).
   std::string cpu_prefill_precision = "float32";
   // cpu: the same for decode steps (4 to 32 tokens): float32, or int8.

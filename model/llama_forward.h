@@ -63,10 +63,11 @@ struct KvPool {
 
 class LlamaForward {
  public:
-  // config and weights must outlive this object. Q4_0/Q4_1 matmuls round
-  // their activations to int8 (MatmulQuantParams::quantize_x) in steps of
-  // kInt8PrefillMinTokens tokens or more with int8_prefill, and in steps of
-  // kInt8DecodeMinTokens up to that with int8_decode.
+  // config and weights must outlive this object. Q8_0, Q4_0/Q4_1 and
+  // Q5_0/Q5_1 matmuls round their activations to int8
+  // (MatmulQuantParams::quantize_x) in steps of kInt8PrefillMinTokens tokens
+  // or more with int8_prefill, and in steps of kInt8DecodeMinTokens up to
+  // that with int8_decode.
   LlamaForward(const ModelConfig& config, const LlamaWeights& weights, bool int8_prefill = false,
                bool int8_decode = false);
 

@@ -19,7 +19,7 @@ struct ServerConfig {
   std::string dtype = "auto";
   // CUDA decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
-  // CPU prefill matmuls on Q4_0/Q4_1 weights: float32 activations, or int8
+  // CPU prefill matmuls on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: float32 activations, or int8
   // (llama.cpp's precision, about twice as fast).
   std::string cpu_prefill_precision = "float32";
   // The same for decode steps of 4 to 32 tokens (a batch of decodes).
