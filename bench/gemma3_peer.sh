@@ -38,9 +38,10 @@ bench() {
   loom_bench "$1" "$2" "$3" "$INPUT_LEN" "$OUTPUT_LEN" "$4" "$SEED"
 }
 
-echo "== loomd (--threads=$THREADS)"
+echo "== loomd (--threads=$THREADS ${LOOMD_FLAGS:-})"
+# shellcheck disable=SC2086
 "$BUILD/server/loomd" --host=127.0.0.1 --port=$LOOM_PORT --http_port=$LOOM_HTTP_PORT \
-  --model="$MODEL" --threads=$THREADS > "$WORK/loomd.log" 2>&1 &
+  --model="$MODEL" --threads=$THREADS ${LOOMD_FLAGS:-} > "$WORK/loomd.log" 2>&1 &
 server=$!
 wait_for curl -sf http://127.0.0.1:$LOOM_HTTP_PORT/readyz
 for conc in $STREAMS; do

@@ -24,12 +24,11 @@ ABSL_FLAG(std::string, attention_kernel, "auto",
           "CUDA paged decode attention: auto (v1 until v2 is verified on a GPU), v1 or v2.");
 ABSL_FLAG(std::string, cpu_prefill_precision, "float32",
           "CPU prefill matmuls on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: float32 activations, or "
-          "int8 (llama.cpp's "
-          "precision, about twice as fast).");
+          "int8 (llama.cpp's precision, about twice as fast).");
 ABSL_FLAG(std::string, cpu_decode_precision, "float32",
           "CPU decode batches (4 to 32 tokens a step) on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: "
-          "float32 activations, "
-          "or int8 (llama.cpp's precision; 16 streams about 1.3x the tokens/s).");
+          "float32 activations, or int8 (llama.cpp's precision; 16 streams about 1.3x the "
+          "tokens/s).");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
 ABSL_FLAG(int32_t, http_port, 8080,
           "HTTP port for the OpenAI API, /metrics, /healthz and /readyz (0: a free one).");
