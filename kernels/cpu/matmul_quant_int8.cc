@@ -113,40 +113,29 @@ LOOM_INT8_AVX2 inline void Transpose8x8(__m256i (&r)[8]) {
   }
 }
 
-// The formats of the int8 path: the block's bytes, where its values start,
-// whether it has an offset m (x = d q + m), and what its values are.
-template <QuantType T>
-struct Format;
-template <>
-struct Format<QuantType::kQ4_0> {  // q - 8, q in 0..15
-  static constexpr int64_t kBytes = sizeof(BlockQ4_0);
-  static constexpr bool kHasMin = false;
-  static constexpr int32_t kBias = 8;
+// The formats of the int8 path: the block's bytes, whether it has an offset
+// m (x = d q + m), and the bias its unsigned values carry (x = d (q - bias)).
+// Q8_0's values are signed.
+struct Format {
+  int64_t bytes;
+  bool has_min;
+  int32_t bias;
 };
-template <>
-struct Format<QuantType::kQ4_1> {  // q in 0..15
-  static constexpr int64_t kBytes = sizeof(BlockQ4_1);
-  static constexpr bool kHasMin = true;
-  static constexpr int32_t kBias = 0;
-};
-template <>
-struct Format<QuantType::kQ5_0> {  // q - 16, q in 0..31
-  static constexpr int64_t kBytes = sizeof(BlockQ5_0);
-  static constexpr bool kHasMin = false;
-  static constexpr int32_t kBias = 16;
-};
-template <>
-struct Format<QuantType::kQ5_1> {  // q in 0..31
-  static constexpr int64_t kBytes = sizeof(BlockQ5_1);
-  static constexpr bool kHasMin = true;
-  static constexpr int32_t kBias = 0;
-};
-template <>
-struct Format<QuantType::kQ8_0> {  // q in -128..127, signed
-  static constexpr int64_t kBytes = sizeof(BlockQ8_0);
-  static constexpr bool kHasMin = false;
-  static constexpr int32_t kBias = 0;
-};
+
+constexpr Format FormatOf(QuantType t) {
+  switch (t) {
+    case QuantType::kQ4_0:
+      return {sizeof(BlockQ4_0), false, 8};
+    case QuantType::kQ4_1:
+      return {sizeof(BlockQ4_1), true, 0};
+    case QuantType::kQ5_0:
+      return {sizeof(BlockQ5_0), false, 16};
+    case QuantType::kQ5_1:
+      return {sizeof(BlockQ5_1), true, 0};
+    default:
+      return {sizeof(BlockQ8_0), false, 0};
+  }
+}
 
 constexpr bool IsFive(QuantType t) { return t == QuantType::kQ5_0 || t == QuantType::kQ5_1; }
 
@@ -178,14 +167,14 @@ LOOM_INT8_AVX2 inline __m256i BlockValues(const std::byte* block, float& d, floa
   uint16_t dm[2];
   std::memcpy(dm, block, sizeof(dm));
   d = _cvtsh_ss(dm[0]);
-  m = Format<T>::kHasMin ? _cvtsh_ss(dm[1]) : 0.0f;
+  m = FormatOf(T).has_min ? _cvtsh_ss(dm[1]) : 0.0f;
   if constexpr (T == QuantType::kQ8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
   } else if constexpr (IsFive(T)) {
-    constexpr int kQh = Format<T>::kHasMin ? 4 : 2;
+    constexpr int kQh = FormatOf(T).has_min ? 4 : 2;
     return _mm256_or_si256(Nibbles(block + kQh + 4), FifthBits(block + kQh));
   } else {
-    return Nibbles(block + (Format<T>::kHasMin ? 4 : 2));
+    return Nibbles(block + (FormatOf(T).has_min ? 4 : 2));
   }
 }
 
@@ -203,7 +192,7 @@ LOOM_INT8_AVX2 void PackPanel(const std::byte* w, int64_t row_bytes, int rows, i
         r[row] = _mm256_setzero_si256();
         continue;
       }
-      r[row] = BlockValues<T>(w + row * row_bytes + b * Format<T>::kBytes, panel.d[b * kRows + row],
+      r[row] = BlockValues<T>(w + row * row_bytes + b * FormatOf(T).bytes, panel.d[b * kRows + row],
                               panel.m[b * kRows + row]);
     }
     Transpose8x8(r);
@@ -257,12 +246,12 @@ LOOM_INT8_AVX2 void Block(const Activations& a, int64_t i, int64_t k, const Pane
     const __m256 d = _mm256_loadu_ps(panel.d.data() + b * kRows);
     for (int r = 0; r < MR; ++r) {
       const size_t xb = static_cast<size_t>(i + r) * a.blocks + b;
-      if constexpr (Format<T>::kBias != 0) {  // q - 8 or q - 16
-        dot[r] = _mm256_sub_epi32(dot[r], _mm256_set1_epi32(Format<T>::kBias * a.sum[xb]));
+      if constexpr (FormatOf(T).bias != 0) {  // q - 8 or q - 16
+        dot[r] = _mm256_sub_epi32(dot[r], _mm256_set1_epi32(FormatOf(T).bias * a.sum[xb]));
       }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]),
                                _mm256_mul_ps(d, _mm256_set1_ps(a.scale[xb])), acc[r]);
-      if constexpr (Format<T>::kHasMin) {
+      if constexpr (FormatOf(T).has_min) {
         acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(panel.m.data() + b * kRows),
                                  _mm256_set1_ps(a.scaled_sum[xb]), acc[r]);
       }
