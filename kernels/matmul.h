@@ -22,6 +22,11 @@ struct MatmulParams {
 };
 
 namespace cpu {
+// From this many rows of x on (prefill), CPU products go through the panel
+// GEMM (gemm_panels.h), at about twice the register tiles' FMA rate. Up to 32
+// rows (decode batches) the tiles keep each output's bits what they always were.
+inline constexpr int32_t kPanelMinRows = 33;
+
 void MatmulRef(const MatmulParams<float>& p);
 // Blocked, threaded and vectorised (AVX-512 / AVX2+FMA picked at run time).
 void Matmul(const MatmulParams<float>& p, ParallelFor& pool);

@@ -9,6 +9,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "base/zero_pages.h"
+#include "kernels/matmul.h"
 #include "kernels/parallel.h"
 #include "model/config.h"
 #include "model/kv_layout.h"
@@ -72,7 +73,7 @@ class LlamaForward {
                bool int8_decode = false);
 
   // Steps from which int8_prefill applies: the panel GEMM's (prefill) sizes.
-  static constexpr int32_t kInt8PrefillMinTokens = 33;
+  static constexpr int32_t kInt8PrefillMinTokens = kernels::cpu::kPanelMinRows;
   // Steps from which int8_decode applies: below 4 tokens the int8 path, which
   // repacks W for every product, is slower than the float32 register tiles
   // (SmolLM2 at 1 stream: 12.4 against 10.3 ms a token), and decoding one

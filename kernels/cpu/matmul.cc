@@ -66,7 +66,7 @@ void MatmulSerial(const MatmulParams<float>& p, SimdLevel level) {
 void MatmulWithSimd(const MatmulParams<float>& p, ParallelFor& pool, SimdLevel level) {
   LOOM_CHECK_GE(p.ldx, p.k);
   LOOM_CHECK_GE(p.ldy, p.n);
-  if (p.m >= tiles::kPanelMinRows && panels::Supported(level)) {
+  if (p.m >= kPanelMinRows && panels::Supported(level)) {
     // The same panels as the other formats' widened W, so that they all give
     // the bits of this matmul on their float32 values.
     tiles::RunPanels(OperandsOf(p), pool, kRowsPerTask,

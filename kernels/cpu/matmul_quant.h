@@ -42,8 +42,9 @@ struct MatmulQuantParams {
   int32_t k = 0;
   int32_t ldx = 0;
   int32_t ldy = 0;
-  // Round x to int8 per block of 32 where the int8 path applies (Q4_0 and Q4_1
-  // from AVX2 on, matmul_quant_int8.h), at any m; the caller picks the steps.
+  // Round x to int8 per block of 32 where the int8 path applies
+  // (int8::Supported in matmul_quant_int8.h), at any m; the caller picks the
+  // steps.
   bool quantize_x = false;
 };
 

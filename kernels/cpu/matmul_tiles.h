@@ -300,11 +300,6 @@ void RunTiles(const Operands<W>& p, const TileTable<W>& tiles, ParallelFor& pool
            [&](int64_t n_begin, int64_t n_end) { TileRows(p, tiles, n_begin, n_end); });
 }
 
-// From this many rows of x on (prefill), products go through the panel GEMM
-// (gemm_panels.h), at about twice the register tiles' FMA rate. Up to 32 rows
-// (decode batches) the tiles keep each output's bits what they always were.
-inline constexpr int32_t kPanelMinRows = 33;
-
 // The product by the panel GEMM: tasks of rows_per_task rows of W (rounded up
 // to whole panels), each widened a panel at a time by widen(first row, rows,
 // out) into a per-thread buffer, packed, and multiplied with every row of x.
