@@ -44,8 +44,8 @@ void SetRequestId(const HttpRequest& http, size_t prompt, size_t num_prompts,
 }
 
 // The format a chat's reply is parsed in for tool calls: none without tools
-// or with tool_choice "none"; "auto" needs a known format, which the request
-// builder also demands of the tool choices that force a call.
+// or with tool_choice "none"; "auto" needs the model's format; forced calls
+// are written in ForcedCallFormat (request_constraint.cc), read in the same.
 absl::StatusOr<ToolCallFormat> ReplyToolCalls(const v1::ChatMessages& messages,
                                               ToolCallFormat format) {
   if (messages.tools().empty() || messages.tool_choice() == v1::TOOL_CHOICE_NONE) {
@@ -60,7 +60,7 @@ absl::StatusOr<ToolCallFormat> ReplyToolCalls(const v1::ChatMessages& messages,
         "reply: start loomd with --tool_call_parser (hermes, llama3_json) or a "
         "--chat_template whose tools section names one; or send tool_choice \"none\"");
   }
-  return format;
+  return forced ? ForcedCallFormat(format) : format;
 }
 
 }  // namespace

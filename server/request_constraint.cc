@@ -18,12 +18,6 @@ bool ForcesToolCalls(const v1::GenerateRequest& request) {
 
 absl::StatusOr<ConstraintSpec> ToolCallSpec(const v1::ChatMessages& messages,
                                             ToolCallFormat format) {
-  if (format == ToolCallFormat::kNone) {
-    return absl::InvalidArgumentError(
-        "messages.tool_choice that forces a call needs the model's tool-call format: start "
-        "loomd with --tool_call_parser (hermes, llama3_json) or a --chat_template whose tools "
-        "section names one");
-  }
   const bool named = messages.tool_choice() == v1::TOOL_CHOICE_FUNCTION;
   std::vector<ToolFunction> functions;
   for (int i = 0; i < messages.tools_size(); ++i) {
@@ -31,7 +25,8 @@ absl::StatusOr<ConstraintSpec> ToolCallSpec(const v1::ChatMessages& messages,
     if (named && tool.name() != messages.tool_choice_function()) continue;
     functions.push_back({tool.name(), tool.parameters(), static_cast<size_t>(i)});
   }
-  absl::StatusOr<std::string> grammar = ToolCallGrammar(format, functions, named);
+  absl::StatusOr<std::string> grammar =
+      ToolCallGrammar(ForcedCallFormat(format), functions, named);
   if (!grammar.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("messages.", grammar.status().message()));
   }

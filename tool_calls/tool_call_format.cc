@@ -25,6 +25,10 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
   return "none";
 }
 
+ToolCallFormat ForcedCallFormat(ToolCallFormat model_format) {
+  return model_format == ToolCallFormat::kNone ? ToolCallFormat::kLlama3Json : model_format;
+}
+
 ToolCallFormat DetectToolCallFormat(std::string_view source) {
   // A template mentions `tools` when it renders them; the marker it teaches
   // then tells the format.

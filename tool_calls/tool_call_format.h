@@ -25,4 +25,10 @@ std::string_view ToolCallFormatName(ToolCallFormat format);  // "none" for kNone
 // kNone when the template has no tools section it recognises.
 ToolCallFormat DetectToolCallFormat(std::string_view chat_template_source);
 
+// The format of the calls that tool_choice "required" or a named function
+// forces: the model's, or, for a model without one, llama3_json's plain JSON
+// objects (`{"name": "f", "parameters": {...}}`, separated by "; "), which
+// need no tags the model would have to know.
+ToolCallFormat ForcedCallFormat(ToolCallFormat model_format);
+
 }  // namespace loom

@@ -22,6 +22,7 @@ import time
 import unittest
 import urllib.request
 
+import jsonschema
 import openai
 
 ARGS = None
@@ -300,6 +301,47 @@ class OpenAiSdkTest(unittest.TestCase):
         self.assertIn("512", raised.exception.body["message"])
         with self.assertRaises(openai.BadRequestError):
             self.chat(messages=[{"role": "wizard", "content": "hi"}])
+
+    def test_forced_tool_calls_without_a_model_format(self):
+        """The default model's template has no tool-call format: tool_choice
+        "required" and a named function still give valid calls (written as
+        llama3_json's plain JSON objects), whole and streamed; "auto", which
+        would have to read the model's own format, is a 400 naming it."""
+        tools = [{"type": "function", "function": {
+            "name": "get_weather", "parameters": {
+                "type": "object", "required": ["city", "unit"], "additionalProperties": False,
+                "properties": {"city": {"type": "string", "maxLength": 24},
+                               "unit": {"type": "string", "enum": ["c", "f"]}}}}},
+            {"type": "function", "function": {"name": "get_time", "parameters": {
+                "type": "object", "required": ["tz"],
+                "properties": {"tz": {"type": "string", "maxLength": 24}}}}}]
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        named = {"type": "function", "function": {"name": "get_time"}}
+        for choice, names in (("required", {"get_weather", "get_time"}), (named, {"get_time"})):
+            whole = self.chat(messages=messages, tools=tools, tool_choice=choice, max_tokens=120)
+            with self.client.chat.completions.stream(model=self.model, messages=messages,
+                                                     tools=tools, tool_choice=choice,
+                                                     max_tokens=120) as stream:
+                for _ in stream:
+                    pass
+                streamed = stream.get_final_completion()
+            for response in (whole, streamed):
+                with self.subTest(choice=choice, streamed=response is streamed):
+                    result = response.choices[0]
+                    self.assertEqual(result.finish_reason, "tool_calls")
+                    self.assertFalse(result.message.content)
+                    self.assertTrue(result.message.tool_calls)
+                    for call in result.message.tool_calls:
+                        self.assertIn(call.function.name, names)
+                        self.assertRegex(call.id, r"^call_[A-Za-z0-9]{24}$")
+                        jsonschema.validate(json.loads(call.function.arguments),
+                                            schemas[call.function.name])
+            if choice is named:
+                self.assertEqual(len(whole.choices[0].message.tool_calls), 1)
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.chat(messages=messages, tools=tools, tool_choice="auto", max_tokens=8)
+        self.assertEqual(raised.exception.body["param"], "tool_choice")
 
     def test_unknown_model_is_404(self):
         with self.assertRaises(openai.NotFoundError) as raised:

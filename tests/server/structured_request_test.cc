@@ -20,6 +20,7 @@ namespace loom {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int32_t kVocab = 300;
 
@@ -181,13 +182,19 @@ TEST(ConstraintSpecTest, AutoAndNoneLeaveToolRequestsUnconstrained) {
   EXPECT_EQ((*ConstraintSpecOf(r, ToolCallFormat::kHermes))->kind, ConstraintKind::kRegex);
 }
 
-TEST(ConstraintSpecTest, ForcedCallsNeedAFormatAndNoOtherConstraint) {
+TEST(ConstraintSpecTest, ForcedCallsTakeNoOtherConstraint) {
   v1::GenerateRequest r = Chat();
   AddTool(r, "f");
   r.mutable_messages()->set_tool_choice(v1::TOOL_CHOICE_REQUIRED);
+  // A model without a tool-call format gets llama3_json's plain JSON calls.
   absl::StatusOr<std::optional<ConstraintSpec>> spec = ConstraintSpecOf(r, ToolCallFormat::kNone);
-  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(spec.status().message(), HasSubstr("--tool_call_parser"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->has_value());
+  EXPECT_EQ((*spec)->kind, ConstraintKind::kGrammar);
+  EXPECT_EQ((*spec)->text,
+            (*ConstraintSpecOf(r, ToolCallFormat::kLlama3Json))->text);
+  EXPECT_THAT((*spec)->text, HasSubstr("\"parameters\\\": "));
+  EXPECT_THAT((*spec)->text, Not(HasSubstr("tool_call")));
   r.set_json_object(true);
   spec = ConstraintSpecOf(r, ToolCallFormat::kHermes);
   EXPECT_THAT(
