@@ -18,6 +18,13 @@ def only_report(text):
     return reports[0]
 
 
+def replace_through_blank_line(report, start, replacement):
+    """The report with the text from `start` up to its next blank line replaced."""
+    head, _, rest = report.partition(start)
+    _, blank, tail = rest.partition("\n\n")
+    return head + replacement + blank + tail
+
+
 # The inline frame Loom's own `s.resize(n, c)` shows between the Loom frame and
 # libstdc++.so's out-of-line _M_replace_aux.
 INLINE_RESIZE = ("    #3 std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> "
@@ -139,13 +146,12 @@ class ReceivedOneofRequestTest(unittest.TestCase):
         self.assertFalse(tsan_reports.is_foreign_race("".join(lines)))
 
     def test_the_read_in_on_read_done_fails(self):
-        head, sep, rest = self.report.partition("    #3 google::protobuf::MessageLite::ParseFrom")
-        _, blank, tail = rest.partition("\n\n")
         on_read_done = ("    #3 loom::ReflectionReactor::OnReadDone(bool) "
                         "../../server/reflection_service.cc:127 (loomd+0xd8c00)\n"
                         "    #4 grpc::internal::ServerBidiReactor::OnReadDone "
-                        "/usr/include/grpcpp/support/server_callback.h:420 (loomd+0xd8d00)\n")
-        report = head + on_read_done + blank + tail
+                        "/usr/include/grpcpp/support/server_callback.h:420 (loomd+0xd8d00)")
+        report = replace_through_blank_line(
+            self.report, "    #3 google::protobuf::MessageLite::ParseFrom", on_read_done)
         self.assertFalse(tsan_reports.is_foreign_race(report))
 
 
@@ -164,15 +170,13 @@ class ReceivedLibraryBufferTest(unittest.TestCase):
         self.assertFalse(tsan_reports.is_foreign_race(report))
 
     def test_a_block_loom_allocated_fails(self):
-        head, sep, tail = self.report.partition("  Location is heap block")
-        alloc, blank, rest = tail.partition("\n\n")
-        loom_alloc = (" of size 18160 at 0x7ba40001e000 allocated by thread T5:\n"
+        loom_alloc = ("  Location is heap block of size 18160 at 0x7ba40001e000 allocated by thread T5:\n"
                       "    #0 malloc ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:647 "
                       "(libtsan.so.2+0x3ebb8)\n"
                       "    #1 loom::KvEventPublisher::Send(std::span<loom::KvEvent const, "
                       "18446744073709551615ul>) ../../server/kv_event_publisher.cc:300 "
                       "(kv_event_publisher_test+0x1000)")
-        report = head + sep + loom_alloc + blank + rest
+        report = replace_through_blank_line(self.report, "  Location is heap block", loom_alloc)
         self.assertFalse(tsan_reports.is_foreign_race(report))
 
 
