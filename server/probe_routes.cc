@@ -23,6 +23,9 @@ std::vector<HttpServer::Route> ProbeRoutes(ProbeHandlers handlers) {
                         HttpRequest, std::shared_ptr<HttpExchange> exchange) {
                       exchange->Respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics());
                     }});
+  // /health answers as /healthz does, for the probes and clients written for
+  // vLLM, TGI and llama.cpp's server, which serve liveness there.
+  routes.push_back({"GET", "/health", Probe(handlers.live, "ok\n", "engine not live\n")});
   routes.push_back(
       {"GET", "/healthz", Probe(std::move(handlers.live), "ok\n", "engine not live\n")});
   routes.push_back({"GET", "/readyz", Probe(std::move(handlers.ready), "ready\n", "not ready\n")});

@@ -245,7 +245,7 @@ class AuthTest(unittest.TestCase):
         self.assertEqual(reply.usage.completion_tokens, 2)
 
     def test_4_probes_metrics_health_and_reflection_stay_open(self):
-        for path in ("/healthz", "/readyz", "/metrics"):
+        for path in ("/healthz", "/health", "/readyz", "/metrics"):
             self.assertEqual(self.http("GET", path)[0], 200, path)
         health = health_pb2_grpc.HealthStub(self.channel)
         for service in ("", "loom.v1.GenerationService"):

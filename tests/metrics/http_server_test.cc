@@ -187,8 +187,10 @@ TEST_F(HttpServerTest, ProbesFollowTheirCallbacks) {
   EXPECT_EQ(client.Get("/readyz").status, 503);
   ready_ = true;
   EXPECT_EQ(client.Get("/readyz").status, 200);
+  EXPECT_EQ(client.Get("/health").status, 200);
   live_ = false;
   EXPECT_EQ(client.Get("/healthz").status, 503);
+  EXPECT_EQ(client.Get("/health").status, 503);
   const Client::Response head = client.Get("/readyz", "HEAD");
   EXPECT_EQ(head.status, 200);
   EXPECT_THAT(head.head, HasSubstr("Content-Length"));
