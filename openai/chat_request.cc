@@ -16,9 +16,19 @@ namespace {
 
 // Text parts joined with newlines, as vLLM renders a multi-part message into
 // a template that expects one string.
-absl::StatusOr<std::string> ReadContent(const Json& message, const std::string& field) {
+absl::StatusOr<std::string> ReadContent(const Json& message, const std::string& role,
+                                        const std::string& field) {
   const Json* content = FindField(message, "content");
-  if (content == nullptr) return std::string();  // an assistant turn may have none
+  if (content == nullptr) {
+    // An assistant turn may have none (a turn of tool calls); the other
+    // roles need theirs, as OpenAI's API has it. Unknown roles are the
+    // validator's to name.
+    if (role == "system" || role == "user" || role == "tool") {
+      return InvalidParam(field + ".content",
+                          absl::StrCat(field, ".content is required for a ", role, " message"));
+    }
+    return std::string();
+  }
   if (content->is_string()) return content->get<std::string>();
   if (!content->is_array()) {
     return TypeError(field + ".content", "a string or an array of content parts");
@@ -57,8 +67,11 @@ absl::StatusOr<v1::ChatMessages> ReadMessages(const Json& body) {
     const Json* role = FindField(message, "role");
     if (role == nullptr || !role->is_string()) return TypeError(field + ".role", "a string");
     v1::ChatMessage& turn = *out.add_messages();
-    turn.set_role(role->get<std::string>());
-    LOOM_ASSIGN_OR_RETURN(*turn.mutable_content(), ReadContent(message, field));
+    // OpenAI's "developer" role takes the place of "system" for newer models;
+    // chat templates know it as system.
+    const std::string& name = role->get_ref<const std::string&>();
+    turn.set_role(name == "developer" ? "system" : name);
+    LOOM_ASSIGN_OR_RETURN(*turn.mutable_content(), ReadContent(message, turn.role(), field));
     LOOM_RETURN_IF_ERROR(ReadMessageToolFields(message, field, &turn));
   }
   LOOM_RETURN_IF_ERROR(ReadTools(body, &out));

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "openai/openai_error.h"
@@ -44,11 +45,36 @@ TEST(ChatRequestTest, TextPartsAreJoinedWithNewlines) {
   EXPECT_EQ(parsed.request.messages().messages(0).content(), "one\ntwo");
 }
 
-TEST(ChatRequestTest, MissingOrNullContentIsEmpty) {
+TEST(ChatRequestTest, MissingOrNullContentIsEmptyOnAssistantTurns) {
   const ChatRequest parsed = Parse(R"({"messages": [{"role": "assistant", "content": null},
                                                      {"role": "assistant"}]})");
   EXPECT_EQ(parsed.request.messages().messages(0).content(), "");
   EXPECT_EQ(parsed.request.messages().messages(1).content(), "");
+  EXPECT_EQ(Parse(R"({"messages": [{"role": "user", "content": ""}]})")
+                .request.messages()
+                .messages(0)
+                .content(),
+            "");
+}
+
+TEST(ChatRequestTest, OtherRolesNeedContent) {
+  for (const std::string role : {"system", "user", "tool", "developer"}) {
+    for (const std::string content : {"", R"(, "content": null)"}) {
+      const OpenAiError error = ParseError(absl::StrCat(
+          R"({"messages": [{"role": "user", "content": "hi"}, {"role": ")", role, "\"", content,
+          "}]}"));
+      EXPECT_EQ(error.http_status, 400);
+      EXPECT_EQ(error.param, "messages[1].content");
+      EXPECT_THAT(error.message, HasSubstr("messages[1].content is required for a "));
+    }
+  }
+}
+
+TEST(ChatRequestTest, DeveloperIsReadAsSystem) {
+  const ChatRequest parsed = Parse(R"({"messages": [{"role": "developer", "content": "Be brief."},
+                                                     {"role": "user", "content": "Hi"}]})");
+  EXPECT_EQ(parsed.request.messages().messages(0).role(), "system");
+  EXPECT_EQ(parsed.request.messages().messages(0).content(), "Be brief.");
 }
 
 TEST(ChatRequestTest, RolesAreLeftToTheValidator) {
