@@ -25,8 +25,7 @@ absl::StatusOr<ConstraintSpec> ToolCallSpec(const v1::ChatMessages& messages,
     if (named && tool.name() != messages.tool_choice_function()) continue;
     functions.push_back({tool.name(), tool.parameters(), static_cast<size_t>(i)});
   }
-  absl::StatusOr<std::string> grammar =
-      ToolCallGrammar(ForcedCallFormat(format), functions, named);
+  absl::StatusOr<std::string> grammar = ToolCallGrammar(ForcedCallFormat(format), functions, named);
   if (!grammar.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("messages.", grammar.status().message()));
   }

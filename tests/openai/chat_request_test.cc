@@ -60,9 +60,9 @@ TEST(ChatRequestTest, MissingOrNullContentIsEmptyOnAssistantTurns) {
 TEST(ChatRequestTest, OtherRolesNeedContent) {
   for (const std::string role : {"system", "user", "tool", "developer"}) {
     for (const std::string content : {"", R"(, "content": null)"}) {
-      const OpenAiError error = ParseError(absl::StrCat(
-          R"({"messages": [{"role": "user", "content": "hi"}, {"role": ")", role, "\"", content,
-          "}]}"));
+      const OpenAiError error =
+          ParseError(absl::StrCat(R"({"messages": [{"role": "user", "content": "hi"}, {"role": ")",
+                                  role, "\"", content, "}]}"));
       EXPECT_EQ(error.http_status, 400);
       EXPECT_EQ(error.param, "messages[1].content");
       EXPECT_THAT(error.message, HasSubstr("messages[1].content is required for a "));

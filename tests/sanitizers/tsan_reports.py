@@ -101,12 +101,16 @@ def access_stacks(report):
     return stacks
 
 
+def is_foreign_frame(frame):
+    return bool(FOREIGN_MODULE.search(frame) or FOREIGN_SOURCE.search(frame) or
+                FOREIGN_GTEST.search(frame))
+
+
 def owner_is_foreign(stack):
     for frame in stack:
         if NEUTRAL.search(frame):
             continue
-        return bool(FOREIGN_MODULE.search(frame) or FOREIGN_SOURCE.search(frame) or
-                    FOREIGN_GTEST.search(frame))
+        return is_foreign_frame(frame)
     return True  # only allocator or libc frames: nothing of Loom's raced
 
 
@@ -133,8 +137,7 @@ def runs_in_grpc_reactor_code(stack):
     for frame in stack:
         if GRPC_REACTOR_CODE.search(frame):
             return True
-        if not (NEUTRAL.search(frame) or FOREIGN_MODULE.search(frame) or
-                FOREIGN_SOURCE.search(frame)):
+        if not (NEUTRAL.search(frame) or is_foreign_frame(frame)):
             return False  # a Loom frame between: Loom's own access
     return False
 

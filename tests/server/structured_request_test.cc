@@ -191,8 +191,7 @@ TEST(ConstraintSpecTest, ForcedCallsTakeNoOtherConstraint) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   ASSERT_TRUE(spec->has_value());
   EXPECT_EQ((*spec)->kind, ConstraintKind::kGrammar);
-  EXPECT_EQ((*spec)->text,
-            (*ConstraintSpecOf(r, ToolCallFormat::kLlama3Json))->text);
+  EXPECT_EQ((*spec)->text, (*ConstraintSpecOf(r, ToolCallFormat::kLlama3Json))->text);
   EXPECT_THAT((*spec)->text, HasSubstr("\"parameters\\\": "));
   EXPECT_THAT((*spec)->text, Not(HasSubstr("tool_call")));
   r.set_json_object(true);
