@@ -14,18 +14,13 @@ namespace {
 
 constexpr int kMr = 6;  // rows of C per block: 12 accumulators, 2 of B, 1 of A
 
-// A row of C as two vectors, read or written through a stack copy when the
-// panel has fewer real columns than kWidth.
-LOOM_PANEL_AVX2 inline void LoadRow(const float* c, int columns, __m256& lo, __m256& hi) {
-  if (columns == kWidth) {
-    lo = _mm256_loadu_ps(c);
-    hi = _mm256_loadu_ps(c + 8);
-    return;
-  }
+// Half `h` (columns [8h, 8h + 8)) of a row of C, read through a stack copy
+// when the panel has fewer real columns than kWidth.
+LOOM_PANEL_AVX2 inline __m256 LoadHalf(const float* c, int columns, int h) {
+  if (columns == kWidth) return _mm256_loadu_ps(c + 8 * h);
   float row[kWidth] = {};
   std::memcpy(row, c, sizeof(float) * columns);
-  lo = _mm256_loadu_ps(row);
-  hi = _mm256_loadu_ps(row + 8);
+  return _mm256_loadu_ps(row + 8 * h);
 }
 
 LOOM_PANEL_AVX2 inline void StoreRow(float* c, int columns, __m256 lo, __m256 hi) {
@@ -40,31 +35,42 @@ LOOM_PANEL_AVX2 inline void StoreRow(float* c, int columns, __m256 lo, __m256 hi
   std::memcpy(c, row, sizeof(float) * columns);
 }
 
-// C rows [0, MR) of the block at a (and c).
+// C rows [0, MR) of the block at a (and c). The loops over rows are unrolled
+// by pragma so that GCC turns acc into 12 registers: left to itself (GCC 12,
+// -O3) it kept acc as a stack array and stored every accumulator back after
+// each FMA, 12 stores a step of k where the core retires one a cycle, which
+// halved the FMA rate (99 against 175 GFLOP/s at 512 x 1536 x 576 on two
+// Zen 2 cores). The arithmetic is the same either way.
 template <int MR>
 LOOM_PANEL_AVX2 void Block(const Operands& p, const float* a, float* c) {
   __m256 acc[MR][2];
+#pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
     if (p.accumulate) {
-      LoadRow(c + r * p.ldc, p.columns, acc[r][0], acc[r][1]);
+      acc[r][0] = LoadHalf(c + r * p.ldc, p.columns, 0);
+      acc[r][1] = LoadHalf(c + r * p.ldc, p.columns, 1);
     } else {
       acc[r][0] = _mm256_setzero_ps();
       acc[r][1] = _mm256_setzero_ps();
     }
   }
   const float* b = p.b;
-  for (int32_t kk = 0; kk < p.k; ++kk, b += p.ldb) {
+  const int32_t k = p.k;
+  const int64_t lda = p.lda;
+  const int64_t ldb = p.ldb;
+  for (int32_t kk = 0; kk < k; ++kk, b += ldb) {
     const __m256 b0 = _mm256_loadu_ps(b);
     const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r * p.lda + kk);
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + kk);
       acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
   }
-  __m256 bias0 = _mm256_setzero_ps();
-  __m256 bias1 = _mm256_setzero_ps();
-  if (p.bias != nullptr) LoadRow(p.bias, p.columns, bias0, bias1);
+  const __m256 bias0 = p.bias != nullptr ? LoadHalf(p.bias, p.columns, 0) : _mm256_setzero_ps();
+  const __m256 bias1 = p.bias != nullptr ? LoadHalf(p.bias, p.columns, 1) : _mm256_setzero_ps();
+#pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
     if (p.bias != nullptr) {
       acc[r][0] = _mm256_add_ps(acc[r][0], bias0);
