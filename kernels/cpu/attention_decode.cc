@@ -108,23 +108,32 @@ LOOM_DECODE_AVX2 void Softmax(int32_t len, float* s, float& max_out, float& sum_
 }
 
 // acc[g][8 j ...] = sum over positions i of w[g * len + i] * v_i[dim + 8 j ...]
-// for G heads and NV vectors of dimensions, held in registers.
+// for G heads and NV vectors of dimensions, held in registers: the loops over
+// g and j are unrolled by pragma, without which GCC keeps sum as a stack array
+// and stores every sum back after each FMA (as gemm_panels.cc notes).
 template <int G, int NV>
 LOOM_DECODE_AVX2 void Values(const float* v_cache, const std::vector<size_t>& offsets,
                              const float* w, int32_t len, int32_t dim, float* acc, int32_t d) {
   __m256 sum[G][NV];
+#pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) sum[g][j] = _mm256_setzero_ps();
   for (int32_t i = 0; i < len; ++i) {
     const float* v = v_cache + offsets[i] + dim;
     __m256 vv[NV];
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) vv[j] = _mm256_loadu_ps(v + 8 * j);
+#pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
       const __m256 wg = _mm256_broadcast_ss(w + g * len + i);
+#pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) sum[g][j] = _mm256_fmadd_ps(wg, vv[j], sum[g][j]);
     }
   }
+#pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) _mm256_storeu_ps(acc + g * d + dim + 8 * j, sum[g][j]);
 }
 
