@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "openai/json_fields.h"
 #include "openai/openai_error.h"
@@ -54,6 +55,30 @@ absl::StatusOr<std::vector<v1::GenerateRequest>> ReadPrompts(const Json& body) {
   return prompts;
 }
 
+// Fields of OpenAI's completions that Loom does not implement are refused
+// rather than ignored, as vLLM does, so that a client never takes an answer
+// to another question for the one it asked: a suffix (insertion) and best_of
+// (more candidates than n, ranked) other than its default.
+absl::Status ReadUnsupported(const Json& body, int32_t n) {
+  std::string suffix;
+  LOOM_RETURN_IF_ERROR(ReadString(body, "suffix", [&](const std::string& v) { suffix = v; }));
+  if (!suffix.empty()) {
+    return InvalidParam("suffix",
+                        "suffix is not supported: Loom completes a prompt, it does not insert "
+                        "text before a suffix");
+  }
+  int64_t best_of = 1;
+  LOOM_RETURN_IF_ERROR(ReadInteger(body, "best_of", std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max(),
+                                   [&](int64_t v) { best_of = v; }));
+  if (best_of != 1 && best_of != n) {
+    return InvalidParam("best_of", absl::StrCat("best_of must be 1 or n (", n, "); got ", best_of,
+                                                ": ranking more candidates than n is not "
+                                                "supported"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body) {
@@ -73,6 +98,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(absl::string_view body)
       (!shared.has_prompt_logprobs() || shared.prompt_logprobs() < *parsed.options.logprobs)) {
     shared.set_prompt_logprobs(*parsed.options.logprobs);
   }
+  LOOM_RETURN_IF_ERROR(ReadUnsupported(json, parsed.options.n));
   LOOM_ASSIGN_OR_RETURN(parsed.prompts, ReadPrompts(json));
   for (v1::GenerateRequest& request : parsed.prompts) {
     // MergeFrom leaves the input oneof alone: `shared` never sets it.

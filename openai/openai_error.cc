@@ -26,6 +26,8 @@ constexpr PathRewrite kLeadingRewrites[] = {
     {"messages.tool_choice_function", "tool_choice"},
     {"messages.tool_choice", "tool_choice"},
     {"messages.tools", "tools"},
+    {"messages.continue_final_message", "continue_final_message"},
+    {"messages.add_generation_prompt", "add_generation_prompt"},
     {"truncate", "truncate_prompt_tokens"},
 };
 
@@ -42,7 +44,7 @@ std::string ToolFunctionPath(std::string message) {
 // The parameter a message's leading path names: "stop[3]" -> "stop",
 // "logit_bias key" -> "logit_bias".
 std::string ParamOf(absl::string_view message) {
-  const size_t end = message.find_first_of(" [.(");
+  const size_t end = message.find_first_of(" [.(:");
   absl::string_view head = message.substr(0, end);
   if (head == "input") return "";
   return std::string(head);
@@ -65,6 +67,8 @@ std::string RewriteMessage(absl::string_view message, Endpoint endpoint) {
   return absl::StrReplaceAll(ToolFunctionPath(std::move(rewritten)),
                              {{"sampling.", ""},
                               {"stopping.", ""},
+                              {"messages.add_generation_prompt", "add_generation_prompt"},
+                              {"messages.continue_final_message", "continue_final_message"},
                               {"messages.tool_choice_function", "tool_choice"},
                               {"messages.tool_choice", "tool_choice"},
                               {"messages.tools", "tools"}});
@@ -97,6 +101,10 @@ OpenAiError ToOpenAiError(const absl::Status& status, Endpoint endpoint) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
       return InvalidRequest(status, endpoint);
+    case absl::StatusCode::kFailedPrecondition:
+      // A request this model cannot serve as asked (chat without a chat
+      // template): the client's to change, not a server fault.
+      return {400, std::move(message), "invalid_request_error", ParamOf(status.message()), ""};
     case absl::StatusCode::kUnauthenticated:
       return {401, std::move(message), "invalid_request_error", "", "invalid_api_key"};
     case absl::StatusCode::kNotFound:

@@ -120,6 +120,17 @@ absl::Status CheckToolChoice(const v1::ChatMessages& messages, const std::string
   return absl::OkStatus();
 }
 
+absl::Status CheckGenerationPrompt(const v1::ChatMessages& messages, const std::string& field) {
+  if (messages.continue_final_message() && messages.has_add_generation_prompt() &&
+      messages.add_generation_prompt()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".continue_final_message cannot be true while ", field,
+                     ".add_generation_prompt is true: the reply either continues the last "
+                     "message or starts a new one"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* field,
@@ -135,6 +146,7 @@ absl::Status ValidateChatMessages(const v1::ChatMessages& messages, const char* 
   }
   LOOM_RETURN_IF_ERROR(CheckTools(messages, field, limits));
   LOOM_RETURN_IF_ERROR(CheckToolChoice(messages, field));
+  LOOM_RETURN_IF_ERROR(CheckGenerationPrompt(messages, field));
   for (const v1::Tool& tool : messages.tools()) {
     bytes += static_cast<int64_t>(tool.name().size() + tool.description().size() +
                                   tool.parameters().size());

@@ -1,14 +1,47 @@
 #include "server/loaded_model_frontend.h"
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 #ifndef LOOM_VERSION
 #define LOOM_VERSION "dev"
 #endif
 
 namespace loom {
+namespace {
+
+// continue_final_message: cuts the rendered chat right after the last
+// message's content, so that what the template closes the turn with (an
+// end-of-turn token, a newline) is gone and the model goes on writing it.
+// Templates that trim a message find its trimmed text instead.
+absl::Status EndAtFinalContent(const std::string& content, std::string& rendered) {
+  const std::string_view whole(content);
+  const size_t first = whole.find_first_not_of(" \t\n\r");
+  const std::string_view trimmed =
+      first == std::string_view::npos
+          ? std::string_view()
+          : whole.substr(first, whole.find_last_not_of(" \t\n\r") - first + 1);
+  if (trimmed.empty()) {
+    return absl::InvalidArgumentError(
+        "messages.continue_final_message needs a last message with content to continue");
+  }
+  for (const std::string_view text : {whole, trimmed}) {
+    const size_t at = rendered.rfind(text);
+    if (at != std::string::npos) {
+      rendered.resize(at + text.size());
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(
+      "messages.continue_final_message: the chat template does not reproduce the last "
+      "message's content, so there is no place to continue it from");
+}
+
+}  // namespace
 
 std::vector<int32_t> LoadedModelFrontend::Encode(std::string_view text,
                                                  bool add_special_tokens) const {
@@ -39,7 +72,13 @@ absl::StatusOr<std::string> LoadedModelFrontend::RenderChat(
   for (const v1::Tool& tool : messages.tools()) {
     tools.push_back({tool.name(), tool.description(), tool.parameters()});
   }
-  return model_.chat_template->Render(turns, /*add_generation_prompt=*/true, tools);
+  const bool open_last = messages.continue_final_message();
+  const bool add_generation_prompt =
+      messages.has_add_generation_prompt() ? messages.add_generation_prompt() : !open_last;
+  LOOM_ASSIGN_OR_RETURN(std::string rendered,
+                        model_.chat_template->Render(turns, add_generation_prompt, tools));
+  if (open_last) LOOM_RETURN_IF_ERROR(EndAtFinalContent(turns.back().content, rendered));
+  return rendered;
 }
 
 std::string LoadedModelFrontend::Decode(std::span<const int32_t> ids) const {

@@ -288,7 +288,8 @@ class OpenAiSdkTest(unittest.TestCase):
 
     def test_bad_requests_are_400(self):
         cases = [dict(temperature=-1), dict(top_p=0), dict(n=0), dict(max_tokens=-1),
-                 dict(logprobs=21), dict(extra_body={"top_k": -2})]
+                 dict(logprobs=21), dict(extra_body={"top_k": -2}), dict(suffix="!"),
+                 dict(best_of=3)]
         for case in cases:
             with self.subTest(case=case):
                 with self.assertRaises(openai.BadRequestError) as raised:
@@ -301,6 +302,33 @@ class OpenAiSdkTest(unittest.TestCase):
         self.assertIn("512", raised.exception.body["message"])
         with self.assertRaises(openai.BadRequestError):
             self.chat(messages=[{"role": "wizard", "content": "hi"}])
+
+    def test_continue_final_message(self):
+        """vLLM's continue_final_message: the prompt ends inside the last
+        (assistant) message, so the reply is the greedy continuation of exactly
+        those tokens, as the completions route gives it; add_generation_prompt
+        false alone leaves the assistant header out."""
+        opened = QUESTION + [{"role": "assistant", "content": "The capital of France is"}]
+        rendered = json.loads(post(self.loomd.url + "/tokenize", {
+            "messages": opened, "continue_final_message": True}))["tokens"]
+        text = json.loads(post(self.loomd.url + "/detokenize", {"tokens": rendered}))["prompt"]
+        self.assertTrue(text.endswith("assistant\nThe capital of France is"), text)
+        reply = self.chat(messages=opened, temperature=0, max_tokens=8, extra_body={
+            "continue_final_message": True, "add_generation_prompt": False})
+        completion = self.complete(prompt=rendered, temperature=0, max_tokens=8)
+        self.assertEqual(reply.choices[0].message.content, completion.choices[0].text)
+        self.assertEqual(reply.usage.prompt_tokens, len(rendered))
+
+        closed = json.loads(post(self.loomd.url + "/tokenize", {
+            "messages": QUESTION, "add_generation_prompt": False}))["tokens"]
+        with_header = json.loads(post(self.loomd.url + "/tokenize", {"messages": QUESTION}))
+        self.assertLess(len(closed), with_header["count"])
+        self.assertEqual(with_header["tokens"][:len(closed)], closed)
+
+        with self.assertRaises(openai.BadRequestError) as raised:
+            self.chat(messages=opened, max_tokens=4, extra_body={
+                "continue_final_message": True, "add_generation_prompt": True})
+        self.assertEqual(raised.exception.body["param"], "continue_final_message")
 
     def test_forced_tool_calls_without_a_model_format(self):
         """The default model's template has no tool-call format: tool_choice

@@ -192,5 +192,22 @@ TEST(ChatRequestTest, Errors) {
   }
 }
 
+TEST(ChatRequestTest, GenerationPromptAndContinueFinalMessage) {
+  const std::string turns =
+      R"("messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hel"}])";
+  const ChatRequest plain = Parse("{" + turns + "}");
+  EXPECT_FALSE(plain.request.messages().has_add_generation_prompt());
+  EXPECT_FALSE(plain.request.messages().continue_final_message());
+  const ChatRequest open =
+      Parse("{" + turns + R"(, "add_generation_prompt": false, "continue_final_message": true})");
+  EXPECT_TRUE(open.request.messages().has_add_generation_prompt());
+  EXPECT_FALSE(open.request.messages().add_generation_prompt());
+  EXPECT_TRUE(open.request.messages().continue_final_message());
+  EXPECT_EQ(ParseError("{" + turns + R"(, "add_generation_prompt": "no"})").param,
+            "add_generation_prompt");
+  EXPECT_EQ(ParseError("{" + turns + R"(, "continue_final_message": 1})").param,
+            "continue_final_message");
+}
+
 }  // namespace
 }  // namespace loom::openai

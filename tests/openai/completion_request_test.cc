@@ -153,7 +153,8 @@ TEST(CompletionRequestTest, TopKMinusOneMeansOffAndTruncateMinusOneMeansLeft) {
 
 TEST(CompletionRequestTest, NullMeansUnsetAndUnknownFieldsAreIgnored) {
   const CompletionRequest parsed = Parse(
-      R"({"prompt": "x", "temperature": null, "stop": null, "suffix": "ignored", "best_of": 1})");
+      R"({"prompt": "x", "temperature": null, "stop": null, "suffix": null, "best_of": 1,
+          "frobnicate": "ignored"})");
   EXPECT_FALSE(parsed.prompts[0].sampling().has_temperature());
   EXPECT_TRUE(parsed.prompts[0].stopping().stop().empty());
 }
@@ -244,6 +245,26 @@ TEST(CompletionRequestTest, FieldTypeErrors) {
     EXPECT_EQ(error.http_status, 400) << body;
     EXPECT_EQ(error.param, c.field) << body;
     EXPECT_THAT(error.message, HasSubstr(c.message)) << body;
+  }
+}
+
+// Fields of OpenAI's completions Loom does not implement are refused, not
+// ignored: a suffix asks for an insertion, best_of above n for a ranking.
+TEST(CompletionRequestTest, SuffixAndBestOfBeyondNAreRefused) {
+  const OpenAiError suffix = ParseError(R"({"prompt": "x", "suffix": "end"})");
+  EXPECT_EQ(suffix.http_status, 400);
+  EXPECT_EQ(suffix.param, "suffix");
+  EXPECT_THAT(suffix.message, HasSubstr("not supported"));
+  EXPECT_EQ(ParseError(R"({"prompt": "x", "suffix": 3})").param, "suffix");
+  const OpenAiError best_of = ParseError(R"({"prompt": "x", "best_of": 3, "n": 2})");
+  EXPECT_EQ(best_of.param, "best_of");
+  EXPECT_THAT(best_of.message, HasSubstr("got 3"));
+  EXPECT_EQ(ParseError(R"({"prompt": "x", "best_of": 2})").param, "best_of");
+  // The defaults, an empty suffix and best_of equal to n (or 1) are accepted.
+  for (const std::string body :
+       {R"({"prompt": "x", "suffix": null, "best_of": null})", R"({"prompt": "x", "suffix": ""})",
+        R"({"prompt": "x", "best_of": 1, "n": 3})", R"({"prompt": "x", "best_of": 3, "n": 3})"}) {
+    EXPECT_TRUE(ParseCompletionRequest(body).ok()) << body;
   }
 }
 

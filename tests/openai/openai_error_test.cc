@@ -89,6 +89,8 @@ TEST(OpenAiErrorTest, StatusCodes) {
       {absl::ResourceExhaustedError("queue full"), 429, "rate_limit_error", "",
        "rate_limit_exceeded"},
       {absl::UnavailableError("draining"), 503, "service_unavailable_error", "", ""},
+      {absl::FailedPreconditionError("messages: the model has no chat template"), 400,
+       "invalid_request_error", "messages", ""},
       {absl::InternalError("engine failed"), 500, "server_error", "", ""},
       {absl::UnknownError("?"), 500, "server_error", "", ""},
   };

@@ -76,6 +76,15 @@ TEST(ValidatorMappingTest, TokenPromptAndMessages) {
       ToOpenAiError(ValidateGenerateRequest(top->request, kVocabSize), Endpoint::kChatCompletions);
   EXPECT_EQ(top_error.param, "top_logprobs");
 
+  absl::StatusOr<ChatRequest> both = ParseChatRequest(
+      R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true,
+          "add_generation_prompt": true})");
+  ASSERT_TRUE(both.ok());
+  const OpenAiError both_error =
+      ToOpenAiError(ValidateGenerateRequest(both->request, kVocabSize), Endpoint::kChatCompletions);
+  EXPECT_EQ(both_error.param, "continue_final_message");
+  EXPECT_EQ(both_error.message.find("messages."), std::string::npos) << both_error.message;
+
   absl::StatusOr<ChatRequest> empty = ParseChatRequest(R"({"messages": []})");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(
