@@ -1,5 +1,9 @@
 #include "chat_template/chat_template.h"
 
+#include <algorithm>
+#include <string>
+#include <string_view>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "chat_template/ast.h"
@@ -143,6 +147,33 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
       {"documents", Value(Value::None{})},
   };
   return jinja::Render(program_->nodes, globals);
+}
+
+absl::Status EndAtFinalContent(std::string_view content, std::string& rendered) {
+  constexpr std::string_view kSpace = " \t\n\r";
+  const size_t first = content.find_first_not_of(kSpace);
+  const std::string_view trimmed =
+      first == std::string_view::npos
+          ? std::string_view()
+          : content.substr(first, content.find_last_not_of(kSpace) - first + 1);
+  if (trimmed.empty()) {
+    return absl::InvalidArgumentError(
+        "messages.continue_final_message needs a last message with content to continue");
+  }
+  // The content as given, or trimmed, whichever ends last in the chat: an
+  // earlier turn may hold the untrimmed text too.
+  size_t end = 0;
+  for (const std::string_view text : {content, trimmed}) {
+    const size_t at = rendered.rfind(text);
+    if (at != std::string::npos) end = std::max(end, at + text.size());
+  }
+  if (end > 0) {
+    rendered.resize(end);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "messages.continue_final_message: the chat template does not reproduce the last "
+      "message's content, so there is no place to continue it from");
 }
 
 }  // namespace loom

@@ -7,8 +7,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace loom {
@@ -69,5 +71,14 @@ class ChatTemplate {
   std::string eos_token_;
   std::unique_ptr<jinja::Program> program_;
 };
+
+// For continue_final_message: cuts `rendered` (a chat rendered without the
+// generation prompt) right after the last message's `content`, so that what
+// the template closes the turn with (an end-of-turn token, a newline) is gone
+// and the model goes on writing that content: after its last occurrence as
+// given or trimmed (for templates that trim messages), whichever ends later. INVALID_ARGUMENT,
+// naming messages.continue_final_message, for content that is empty once trimmed or that the
+// rendered chat does not contain.
+absl::Status EndAtFinalContent(std::string_view content, std::string& rendered);
 
 }  // namespace loom

@@ -77,8 +77,8 @@ absl::StatusOr<v1::ChatMessages> ReadMessages(const Json& body) {
   LOOM_RETURN_IF_ERROR(ReadTools(body, &out));
   LOOM_RETURN_IF_ERROR(
       ReadBool(body, "add_generation_prompt", [&](bool v) { out.set_add_generation_prompt(v); }));
-  LOOM_RETURN_IF_ERROR(ReadBool(body, "continue_final_message",
-                                [&](bool v) { out.set_continue_final_message(v); }));
+  LOOM_RETURN_IF_ERROR(
+      ReadBool(body, "continue_final_message", [&](bool v) { out.set_continue_final_message(v); }));
   return out;
 }
 

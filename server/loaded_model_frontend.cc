@@ -1,7 +1,6 @@
 #include "server/loaded_model_frontend.h"
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,36 +11,6 @@
 #endif
 
 namespace loom {
-namespace {
-
-// continue_final_message: cuts the rendered chat right after the last
-// message's content, so that what the template closes the turn with (an
-// end-of-turn token, a newline) is gone and the model goes on writing it.
-// Templates that trim a message find its trimmed text instead.
-absl::Status EndAtFinalContent(const std::string& content, std::string& rendered) {
-  const std::string_view whole(content);
-  const size_t first = whole.find_first_not_of(" \t\n\r");
-  const std::string_view trimmed =
-      first == std::string_view::npos
-          ? std::string_view()
-          : whole.substr(first, whole.find_last_not_of(" \t\n\r") - first + 1);
-  if (trimmed.empty()) {
-    return absl::InvalidArgumentError(
-        "messages.continue_final_message needs a last message with content to continue");
-  }
-  for (const std::string_view text : {whole, trimmed}) {
-    const size_t at = rendered.rfind(text);
-    if (at != std::string::npos) {
-      rendered.resize(at + text.size());
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(
-      "messages.continue_final_message: the chat template does not reproduce the last "
-      "message's content, so there is no place to continue it from");
-}
-
-}  // namespace
 
 std::vector<int32_t> LoadedModelFrontend::Encode(std::string_view text,
                                                  bool add_special_tokens) const {

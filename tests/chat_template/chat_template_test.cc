@@ -106,6 +106,35 @@ TEST(ChatTemplateTest, LoopsScopesAndNamespaces) {
   EXPECT_EQ(*RenderSource("{% for k, v in {'a': 1}.items() %}{{ k }}={{ v }}{% endfor %}"), "a=1");
 }
 
+// continue_final_message: the rendered chat ends where the last message's
+// content does, whether the template writes it as given or trimmed.
+TEST(ChatTemplateTest, EndAtFinalContentOpensTheLastTurn) {
+  const char* kTemplate =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>\n{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  const char* kTrimming =
+      "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</s>\n{% endfor %}";
+  const std::vector<ChatMessage> turns = {{"user", "Hi Hi"}, {"assistant", "Hi "}};
+  for (const char* source : {kTemplate, kTrimming}) {
+    absl::StatusOr<std::unique_ptr<ChatTemplate>> t = ChatTemplate::FromJinja(source, "", "");
+    ASSERT_TRUE(t.ok()) << t.status();
+    absl::StatusOr<std::string> rendered = (*t)->Render(turns, /*add_generation_prompt=*/false);
+    ASSERT_TRUE(rendered.ok()) << rendered.status();
+    ASSERT_TRUE(EndAtFinalContent(turns.back().content, *rendered).ok());
+    // The last occurrence: the user's "Hi Hi" is not where the reply goes on.
+    EXPECT_EQ(*rendered, source == kTemplate ? "<user>Hi Hi</s>\n<assistant>Hi "
+                                             : "<user>Hi Hi</s>\n<assistant>Hi")
+        << source;
+  }
+  std::string rendered = "<user>Hi</s>\n<assistant>Hello</s>\n";
+  const absl::Status blank = EndAtFinalContent(" \n", rendered);
+  EXPECT_EQ(blank.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(blank.message().rfind("messages.continue_final_message", 0), 0u) << blank;
+  const absl::Status missing = EndAtFinalContent("Goodbye", rendered);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rendered, "<user>Hi</s>\n<assistant>Hello</s>\n");
+}
+
 TEST(ChatTemplateTest, RaiseExceptionIsInvalidArgument) {
   absl::StatusOr<std::string> r = RenderSource("{{ raise_exception('no system role') }}");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
