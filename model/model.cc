@@ -3,10 +3,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "chat_template/builtin_templates.h"
 #include "formats/gguf_file.h"
 #include "model/dummy_weights.h"
 #include "model/generation_config.h"
@@ -99,10 +103,24 @@ std::optional<std::string> DirChatTemplate(const fs::path& dir) {
   return std::nullopt;
 }
 
-void SetChatTemplate(const std::optional<std::string>& source, LoadedModel& m) {
-  if (!source) return;
+// The model's own template (`origin` says where it was found); failing that,
+// the built-in one of its architecture (chat_template/builtin_templates.h).
+void SetChatTemplate(const std::optional<std::string>& source, std::string_view origin,
+                     LoadedModel& m) {
+  std::string text;
+  if (source) {
+    text = *source;
+    m.chat_template_origin = origin;
+  } else if (std::optional<std::string_view> builtin = BuiltinChatTemplate(m.config.architecture)) {
+    text = *builtin;
+    m.chat_template_origin =
+        absl::StrCat("built-in for ", m.config.architecture, " (the model has none)");
+  } else {
+    m.chat_template_origin = "none";
+    return;
+  }
   absl::StatusOr<std::unique_ptr<ChatTemplate>> t =
-      ChatTemplate::FromJinja(*source, m.tokenizer->bos_token(), m.tokenizer->eos_token());
+      ChatTemplate::FromJinja(text, m.tokenizer->bos_token(), m.tokenizer->eos_token());
   if (t.ok()) {
     m.chat_template = *std::move(t);
   } else {
@@ -115,7 +133,7 @@ absl::Status LoadGguf(const std::string& path, LoadedModel& m) {
   LOOM_ASSIGN_OR_RETURN(m.config, ConfigFromGguf(*gguf));
   LOOM_ASSIGN_OR_RETURN(m.weights, LoadGgufWeights(*gguf, m.config));
   LOOM_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromGguf(*gguf));
-  SetChatTemplate(gguf->GetString("tokenizer.chat_template"), m);
+  SetChatTemplate(gguf->GetString("tokenizer.chat_template"), "the GGUF's", m);
   m.generation_defaults = GenerationDefaultsFromGguf(*gguf);
   m.name = fs::path(path).stem().string();
   return absl::OkStatus();
@@ -141,7 +159,7 @@ absl::Status LoadHfDir(const fs::path& dir, bool dummy, DType dummy_dtype, Loade
   } else {
     return absl::NotFoundError(absl::StrCat("no tokenizer.json in ", dir.string()));
   }
-  SetChatTemplate(DirChatTemplate(dir), m);
+  SetChatTemplate(DirChatTemplate(dir), "the checkpoint's", m);
   if (fs::exists(dir / "generation_config.json", ec)) {
     absl::StatusOr<GenerationDefaults> defaults =
         GenerationDefaultsFromJson(ReadText(dir / "generation_config.json"), /*strict=*/false);

@@ -31,6 +31,10 @@ struct LoadedModel {
   // Set when the model ships a template that does not parse; reported when a
   // request asks for chat rendering.
   std::string chat_template_error;
+  // Where the template came from, for the start-up log: "the GGUF's",
+  // "the checkpoint's", "built-in for <architecture> (the model has none)",
+  // "none", or the --chat_template file.
+  std::string chat_template_origin = "none";
   std::string name;
   int32_t max_model_len = 0;
   // The sampling defaults the model ships (model/generation_config.h); what

@@ -44,9 +44,15 @@ absl::StatusOr<std::string> LoadedModelFrontend::RenderChat(
   const bool open_last = messages.continue_final_message();
   const bool add_generation_prompt =
       messages.has_add_generation_prompt() ? messages.add_generation_prompt() : !open_last;
-  LOOM_ASSIGN_OR_RETURN(std::string rendered,
-                        model_.chat_template->Render(turns, add_generation_prompt, tools));
-  if (open_last) LOOM_RETURN_IF_ERROR(EndAtFinalContent(turns.back().content, rendered));
+  absl::StatusOr<std::string> rendered =
+      model_.chat_template->Render(turns, add_generation_prompt, tools);
+  if (!rendered.ok()) {
+    // What the template rejects (its raise_exception text) is about the
+    // messages: say so, so that the error names them.
+    if (rendered.status().code() != absl::StatusCode::kInvalidArgument) return rendered.status();
+    return absl::InvalidArgumentError(absl::StrCat("messages: ", rendered.status().message()));
+  }
+  if (open_last) LOOM_RETURN_IF_ERROR(EndAtFinalContent(turns.back().content, *rendered));
   return rendered;
 }
 

@@ -26,6 +26,7 @@ absl::Status OverrideChatTemplate(const std::string& path, LoadedModel& model) {
   }
   model.chat_template = *std::move(parsed);
   model.chat_template_error.clear();
+  model.chat_template_origin = absl::StrCat("--chat_template=", path);
   return absl::OkStatus();
 }
 
@@ -72,13 +73,14 @@ absl::StatusOr<StructuredOutputsSetup> SetUpStructuredOutputs(const ServerConfig
   LOOM_ASSIGN_OR_RETURN(setup.tool_call_format,
                         ResolveToolCallFormat(config.tool_call_parser, model));
   LOOM_ASSIGN_OR_RETURN(setup.compiler, MakeConstraintCompiler(model, ConstraintLimitsOf(config)));
-  LogLine(absl::StrCat("structured outputs: tool calls in format ",
-                       std::string(ToolCallFormatName(setup.tool_call_format)),
-                       " (--tool_call_parser=", config.tool_call_parser,
-                       config.chat_template.empty() ? "" : ", --chat_template=",
-                       config.chat_template, "); constraints up to ", config.max_constraint_bytes,
-                       " bytes, ", config.max_constraint_states, " states, compiled within ",
-                       absl::FormatDuration(config.constraint_compile_timeout)));
+  LogLine(absl::StrCat(
+      "structured outputs: tool calls in format ",
+      std::string(ToolCallFormatName(setup.tool_call_format)), " (--tool_call_parser=",
+      config.tool_call_parser, "; chat template ", model.chat_template_origin,
+      model.chat_template_error.empty() ? "" : ", unusable: ", model.chat_template_error,
+      "); constraints up to ", config.max_constraint_bytes, " bytes, ",
+      config.max_constraint_states, " states, compiled within ",
+      absl::FormatDuration(config.constraint_compile_timeout)));
   return setup;
 }
 

@@ -1,9 +1,11 @@
 #include "chat_template/chat_template.h"
 
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "chat_template/builtin_templates.h"
 #include "gtest/gtest.h"
 #include "tests/fixtures/fixture_util.h"
 
@@ -133,6 +135,30 @@ TEST(ChatTemplateTest, EndAtFinalContentOpensTheLastTurn) {
   const absl::Status missing = EndAtFinalContent("Goodbye", rendered);
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(rendered, "<user>Hi</s>\n<assistant>Hello</s>\n");
+}
+
+// Gemma's turn format for Gemma 3 files without a template: a system message
+// opens the first turn, assistant turns are the model's, contents trimmed.
+TEST(ChatTemplateTest, BuiltinGemmaTemplate) {
+  EXPECT_FALSE(BuiltinChatTemplate("LlamaForCausalLM").has_value());
+  const std::optional<std::string_view> source = BuiltinChatTemplate("Gemma3ForCausalLM");
+  ASSERT_TRUE(source.has_value());
+  absl::StatusOr<std::unique_ptr<ChatTemplate>> t =
+      ChatTemplate::FromJinja(std::string(*source), "<bos>", "<eos>");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<ChatMessage> turns = {{"system", "Be brief. "},
+                                          {"user", "Hi"},
+                                          {"assistant", " Hello!"},
+                                          {"user", "Capital of France?"}};
+  EXPECT_EQ(*(*t)->Render(turns, /*add_generation_prompt=*/true),
+            "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+            "<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nCapital of France?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(*(*t)->Render(std::vector<ChatMessage>{{"user", "Hi"}}, false),
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n");
+  const absl::StatusOr<std::string> tool =
+      (*t)->Render(std::vector<ChatMessage>{{"user", "Hi"}, {"tool", "42"}}, true);
+  EXPECT_EQ(tool.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChatTemplateTest, RaiseExceptionIsInvalidArgument) {

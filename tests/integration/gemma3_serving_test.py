@@ -2,8 +2,8 @@
 """loomd serves Gemma 3 270M Q4_K_M (the file scripts/setup fetches) with no
 flag beyond --model: the model info, greedy continuations over gRPC equal to
 transformers' (tests/fixtures/gemma3/golden.json, one prompt past the
-512-token window of the sliding layers), and the same text through the OpenAI
-completions API. Exits 77 (ctest: skipped) when the file is not in the cache.
+512-token window of the sliding layers), the same text through the OpenAI
+completions API, and chat in Gemma's turn format. Exits 77 (ctest: skipped) when the file is not in the cache.
 """
 import argparse
 import json
@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import unittest
+import urllib.request
 
 import grpc
 import openai
@@ -86,6 +87,38 @@ class Gemma3ServingTest(unittest.TestCase):
         reply = client.completions.create(model="gemma-3-270m-q4_k_m", prompt=run["text"],
                                           max_tokens=len(run["greedy"]), temperature=0)
         self.assertEqual(reply.choices[0].text, run["greedy_text"])
+
+    def test_chat_uses_gemma_turns(self):
+        """The GGUF has no chat template: loomd renders messages in Gemma's turn
+        format (a system message opens the first user turn), token for token
+        the prompt written out by hand, and refuses a tool turn, which the
+        format has no place for, with a 400 naming messages."""
+        messages = [{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "What is the capital of France?"}]
+        chat = json.loads(post(self.loomd.http + "/tokenize", {"messages": messages}))
+        written = ("<bos><start_of_turn>user\nBe brief.\n\nWhat is the capital of France?"
+                   "<end_of_turn>\n<start_of_turn>model\n")
+        by_hand = json.loads(post(self.loomd.http + "/tokenize",
+                                  {"prompt": written, "add_special_tokens": False}))
+        self.assertEqual(chat["tokens"], by_hand["tokens"])
+        client = openai.OpenAI(base_url=self.loomd.http + "/v1", api_key="unused",
+                               max_retries=0, timeout=TIMEOUT)
+        reply = client.chat.completions.create(model="gemma-3-270m-q4_k_m", messages=messages,
+                                               max_tokens=8, temperature=0)
+        self.assertEqual(reply.usage.prompt_tokens, chat["count"])
+        self.assertIn(reply.choices[0].finish_reason, ("stop", "length"))
+        with self.assertRaises(openai.BadRequestError) as raised:
+            client.chat.completions.create(
+                model="gemma-3-270m-q4_k_m", max_tokens=4,
+                messages=messages + [{"role": "tool", "content": "42", "tool_call_id": "c"}])
+        self.assertEqual(raised.exception.body["param"], "messages")
+
+
+def post(url, body):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return response.read()
 
 
 def main():

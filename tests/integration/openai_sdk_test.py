@@ -347,10 +347,13 @@ class OpenAiSdkTest(unittest.TestCase):
         messages = [{"role": "user", "content": "What is the weather in Paris?"}]
         named = {"type": "function", "function": {"name": "get_time"}}
         for choice, names in (("required", {"get_weather", "get_time"}), (named, {"get_time"})):
-            whole = self.chat(messages=messages, tools=tools, tool_choice=choice, max_tokens=120)
+            # Greedy, so that the calls end within max_tokens on every run (a
+            # sampled one may spend its tokens on the whitespace JSON allows).
+            whole = self.chat(messages=messages, tools=tools, tool_choice=choice, max_tokens=120,
+                              temperature=0)
             with self.client.chat.completions.stream(model=self.model, messages=messages,
                                                      tools=tools, tool_choice=choice,
-                                                     max_tokens=120) as stream:
+                                                     max_tokens=120, temperature=0) as stream:
                 for _ in stream:
                     pass
                 streamed = stream.get_final_completion()
