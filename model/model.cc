@@ -116,8 +116,7 @@ void SetChatTemplate(const std::optional<std::string>& source, std::string_view 
     m.chat_template_origin =
         absl::StrCat("built-in for ", m.config.architecture, " (the model has none)");
   } else {
-    m.chat_template_origin = "none";
-    return;
+    return;  // chat_template_origin stays "none"
   }
   absl::StatusOr<std::unique_ptr<ChatTemplate>> t =
       ChatTemplate::FromJinja(text, m.tokenizer->bos_token(), m.tokenizer->eos_token());

@@ -26,8 +26,6 @@ constexpr PathRewrite kLeadingRewrites[] = {
     {"messages.tool_choice_function", "tool_choice"},
     {"messages.tool_choice", "tool_choice"},
     {"messages.tools", "tools"},
-    {"messages.continue_final_message", "continue_final_message"},
-    {"messages.add_generation_prompt", "add_generation_prompt"},
     {"truncate", "truncate_prompt_tokens"},
 };
 

@@ -35,12 +35,14 @@ LOOM_PANEL_AVX2 inline void StoreRow(float* c, int columns, __m256 lo, __m256 hi
   std::memcpy(c, row, sizeof(float) * columns);
 }
 
-// C rows [0, MR) of the block at a (and c). The loops over rows are unrolled
-// by pragma so that GCC turns acc into 12 registers: left to itself (GCC 12,
-// -O3) it kept acc as a stack array and stored every accumulator back after
-// each FMA, 12 stores a step of k where the core retires one a cycle, which
-// halved the FMA rate (99 against 175 GFLOP/s at 512 x 1536 x 576 on two
-// Zen 2 cores). The arithmetic is the same either way.
+// C rows [0, MR) of the block at a (and c). GCC 12 (-O3) keeps acc in 12
+// registers only with all three of: the loops over rows unrolled by pragma,
+// acc never passed by reference (LoadHalf returns its vector), and the k
+// loop's bounds and strides in locals. Without any one of them it kept acc
+// as a stack array and stored every accumulator back after each FMA, 12
+// stores a step of k where the core retires one a cycle, which halved the
+// FMA rate (99 against 175 GFLOP/s at 512 x 1536 x 576 on two Zen 2 cores).
+// The arithmetic is the same either way.
 template <int MR>
 LOOM_PANEL_AVX2 void Block(const Operands& p, const float* a, float* c) {
   __m256 acc[MR][2];
