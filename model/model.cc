@@ -47,30 +47,35 @@ absl::Status ValidateWeights(ModelConfig& c, const WeightStore& w) {
   const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim,
                 kv = int64_t{c.num_kv_heads} * c.head_dim, f = c.intermediate_size,
                 v = c.vocab_size;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"model.embed_tokens.weight", {v, h}}, {"model.norm.weight", {h}}};
-  if (!c.tie_word_embeddings) expected.push_back({"lm_head.weight", {v, h}});
-  for (int32_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    for (const auto& [name, size] : LayerNormWeights(c)) expected.push_back({p + name, {size}});
-    expected.push_back({p + "self_attn.q_proj.weight", {q, h}});
-    expected.push_back({p + "self_attn.k_proj.weight", {kv, h}});
-    expected.push_back({p + "self_attn.v_proj.weight", {kv, h}});
-    expected.push_back({p + "self_attn.o_proj.weight", {h, q}});
-    expected.push_back({p + "mlp.gate_proj.weight", {f, h}});
-    expected.push_back({p + "mlp.up_proj.weight", {f, h}});
-    expected.push_back({p + "mlp.down_proj.weight", {h, f}});
-    if (c.attention_bias) {
-      expected.push_back({p + "self_attn.q_proj.bias", {q}});
-      expected.push_back({p + "self_attn.k_proj.bias", {kv}});
-      expected.push_back({p + "self_attn.v_proj.bias", {kv}});
-    }
-  }
-  for (const auto& [name, shape] : expected) {
+  // Checked as they are named, so that a config promising more layers than
+  // the file holds fails at the first missing tensor, not after listing them.
+  const auto check = [&w](const std::string& name, std::vector<int64_t> shape) -> absl::Status {
     const Tensor* t = w.Find(name);
     if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat("missing tensor ", name));
     if (t->shape != shape) {
       return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has the wrong shape"));
+    }
+    return absl::OkStatus();
+  };
+  LOOM_RETURN_IF_ERROR(check("model.embed_tokens.weight", {v, h}));
+  LOOM_RETURN_IF_ERROR(check("model.norm.weight", {h}));
+  if (!c.tie_word_embeddings) LOOM_RETURN_IF_ERROR(check("lm_head.weight", {v, h}));
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    for (const auto& [name, size] : LayerNormWeights(c)) {
+      LOOM_RETURN_IF_ERROR(check(p + name, {size}));
+    }
+    LOOM_RETURN_IF_ERROR(check(p + "self_attn.q_proj.weight", {q, h}));
+    LOOM_RETURN_IF_ERROR(check(p + "self_attn.k_proj.weight", {kv, h}));
+    LOOM_RETURN_IF_ERROR(check(p + "self_attn.v_proj.weight", {kv, h}));
+    LOOM_RETURN_IF_ERROR(check(p + "self_attn.o_proj.weight", {h, q}));
+    LOOM_RETURN_IF_ERROR(check(p + "mlp.gate_proj.weight", {f, h}));
+    LOOM_RETURN_IF_ERROR(check(p + "mlp.up_proj.weight", {f, h}));
+    LOOM_RETURN_IF_ERROR(check(p + "mlp.down_proj.weight", {h, f}));
+    if (c.attention_bias) {
+      LOOM_RETURN_IF_ERROR(check(p + "self_attn.q_proj.bias", {q}));
+      LOOM_RETURN_IF_ERROR(check(p + "self_attn.k_proj.bias", {kv}));
+      LOOM_RETURN_IF_ERROR(check(p + "self_attn.v_proj.bias", {kv}));
     }
   }
   return absl::OkStatus();
