@@ -29,8 +29,12 @@ void AppendLogprobs(const std::vector<TokenLogprobs>& logprobs,
 }
 
 void AppendToResponse(const RequestOutput& output, v1::GenerateResponse& response) {
+  // A one-token prompt has no scores, but its first token still leads echoed
+  // logprobs.
   if (!output.prompt_logprobs.empty()) {
     AppendLogprobs(output.prompt_logprobs, *response.mutable_prompt_logprobs());
+  }
+  if (output.first_prompt_token_id != 0) {
     response.set_first_prompt_token_id(output.first_prompt_token_id);
   }
   for (const SampleDelta& delta : output.samples) {

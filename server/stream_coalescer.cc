@@ -56,7 +56,7 @@ void StreamCoalescer::Add(RequestOutput output) {
   if (finished_) {
     return;
   }
-  if (!output.prompt_logprobs.empty()) {
+  if (!output.prompt_logprobs.empty() || output.first_prompt_token_id != 0) {
     v1::GenerateStreamResponse& message = PendingFor(0);
     AppendLogprobs(output.prompt_logprobs, *message.mutable_prompt_logprobs());
     message.set_first_prompt_token_id(output.first_prompt_token_id);

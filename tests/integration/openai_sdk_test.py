@@ -242,7 +242,15 @@ class OpenAiSdkTest(unittest.TestCase):
         self.assertEqual(len(choice.logprobs.token_logprobs), tokens)
         self.assertIsNone(choice.logprobs.token_logprobs[0])
         self.assertTrue(all(lp <= 0.0 for lp in choice.logprobs.token_logprobs[1:]))
+        self.assertEqual("".join(choice.logprobs.tokens), PROMPT)
         self.assertEqual(response.usage.completion_tokens, 0)
+        # A one-token prompt has no scores, but its token still leads the list.
+        one = self.complete(prompt="a", echo=True, logprobs=1, max_tokens=2, temperature=0)
+        logprobs = one.choices[0].logprobs
+        self.assertEqual(logprobs.tokens[0], "a")
+        self.assertIsNone(logprobs.token_logprobs[0])
+        self.assertEqual("".join(logprobs.tokens), one.choices[0].text)
+        self.assertEqual(logprobs.text_offset[1], 1)
         # vLLM's prompt_logprobs field gives the same numbers.
         body = json.loads(post(self.loomd.url + "/v1/completions",
                                {"prompt": PROMPT, "max_tokens": 1, "prompt_logprobs": 0}))
