@@ -15,6 +15,7 @@
 #include "formats/gguf_file.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/head_screen.h"
 #include "kernels/cpu/matmul_bf16.h"
 #include "kernels/cpu/matmul_quant.h"
 #include "kernels/cpu/thread_pool.h"
@@ -156,7 +157,7 @@ void BM_MatmulQuant(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulQuant)
     ->ArgsProduct({{1, 16}, {1536, 576}, {576}, {2}})
-    ->ArgsProduct({{1, 16}, {49152}, {576}, {0}})
+    ->ArgsProduct({{1, 2, 4, 16}, {49152}, {576}, {0}})
     ->Args({1, 1536, 576, 0})
     ->Args({1, 1536, 576, 1})
     ->Args({512, 1536, 576, 2})
@@ -166,6 +167,40 @@ BENCHMARK(BM_MatmulQuant)
     ->ArgsProduct({{16}, {262144}, {640}, {0}})
     ->Args({512, 4096, 640, 3})
     ->Args({512, 640, 2048, 7})
+    ->UseRealTime();
+
+// The greedy rows' candidates from a Q8_0 head's screen
+// (kernels/cpu/head_screen.h), against BM_MatmulQuant's full product of the
+// same shape: SmolLM2's head (49152 x 576) and Gemma 3 270M's
+// (262144 x 640), random weights and x. candidates_per_row: the rows of W
+// whose float32 logit is then computed.
+void BM_HeadScreen(benchmark::State& state) {
+  const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const std::vector<float> x = Random(static_cast<size_t>(m) * k, 1);
+  const int64_t row_bytes = k / 32 * kc::QuantBlockBytes(kc::QuantType::kQ8_0);
+  std::vector<std::byte> w(static_cast<size_t>(n) * row_bytes);
+  std::mt19937 rng(2);
+  for (std::byte& b : w) b = static_cast<std::byte>(rng());
+  for (size_t i = 0; i < w.size(); i += 34) {
+    const uint16_t scale = 0x211f;  // fp16 0.01
+    std::memcpy(w.data() + i, &scale, 2);
+  }
+  const kc::HeadScreen screen = kc::HeadScreen::Build(
+      n, k,
+      [&](int64_t begin, int64_t count, float* out) {
+        kc::DequantizeBlocks(kc::QuantType::kQ8_0, w.data() + begin * row_bytes, count * k, out);
+      },
+      Pool());
+  std::vector<std::vector<int32_t>> candidates;
+  for (auto _ : state) screen.Candidates(x.data(), m, k, Pool(), candidates);
+  size_t total = 0;
+  for (const auto& c : candidates) total += c.size();
+  state.counters["candidates_per_row"] = static_cast<double>(total) / m;
+  SetRates(state, 2.0 * m * n * k, static_cast<double>(screen.NumBytes()) + 4.0 * m * k);
+}
+BENCHMARK(BM_HeadScreen)
+    ->ArgsProduct({{1, 2, 4, 16}, {49152}, {576}})
+    ->Args({16, 262144, 640})
     ->UseRealTime();
 
 void BM_RmsNorm(benchmark::State& state) {

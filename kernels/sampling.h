@@ -60,6 +60,10 @@ struct SamplingRowParams {
   // that allows no token with a finite logit yields its lowest allowed id.
   const uint32_t* allowed_tokens = nullptr;
   int32_t allowed_words = 0;
+  // >= 0: the row's token, already found from the head without its logits
+  // (a greedy row the CPU screened, which asks for no logprobs); the row's
+  // logits are not read.
+  int32_t chosen_token = -1;
 };
 
 LOOM_HOST_DEVICE inline bool TokenAllowed(const uint32_t* mask, int32_t words, int32_t token) {

@@ -101,9 +101,14 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
       LoadLlamaWeights(c, *model.weights, dtype, *e->pool_, keep_quantized);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
+  if (options.cpu_greedy_head != "screened" && options.cpu_greedy_head != "full") {
+    return absl::InvalidArgumentError(absl::StrCat("cpu_greedy_head ", options.cpu_greedy_head,
+                                                   " is not supported (screened, full)"));
+  }
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_,
                                                options.cpu_prefill_precision == "int8",
                                                options.cpu_decode_precision == "int8");
+  if (options.cpu_greedy_head == "screened") e->forward_->ScreenGreedyHead(*e->pool_);
   e->sampling_limits_ = {.vocab_size = c.vocab_size, .max_logit_bias = options.max_logit_bias};
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;
   if (e->max_model_len_ <= 0) e->max_model_len_ = c.max_position_embeddings;
@@ -236,12 +241,16 @@ absl::Status CpuExecutor::BuildBatch(const StepPlan& plan) {
       }
       batch_.logit_rows.push_back(batch_.num_tokens() - 1);
       sample_seqs_.push_back(&seq);
-      if (!plan.token_masks.row_of_seq.empty()) sample_masks_.push_back(plan.token_masks.RowOf(s));
+      const uint32_t* mask =
+          plan.token_masks.row_of_seq.empty() ? nullptr : plan.token_masks.RowOf(s);
+      if (!plan.token_masks.row_of_seq.empty()) sample_masks_.push_back(mask);
+      batch_.argmax_only.push_back(NeedsOnlyArgmax(*seq.sampling, mask != nullptr) ? 1 : 0);
     }
   }
   // After every sampling row, so that the sampler sees its rows first.
   for (const PromptRow& row : prompt_rows_) {
     batch_.logit_rows.push_back(row.token_row);
+    batch_.argmax_only.push_back(0);
   }
   return absl::OkStatus();
 }
@@ -285,7 +294,7 @@ absl::StatusOr<StepResult> CpuExecutor::Execute(const StepPlan& plan) {
   if (!sample_seqs_.empty()) {
     LOOM_ASSIGN_OR_RETURN(
         result.sampled, sampler_.Sample(sample_seqs_, sample_masks_, plan.token_masks.words_per_row,
-                                        logits_, sampling_limits_, *pool_));
+                                        logits_, sampling_limits_, *pool_, forward_->argmax()));
   }
   return result;
 }

@@ -30,6 +30,8 @@ class CpuExecutor final : public Executor {
                                                              const ExecutorOptions& options);
 
   ExecutorGeometry Geometry() const override;
+  // Greedy rows whose token the head screening found, so far.
+  int64_t ScreenedHeadRows() const { return forward_->screened_rows(); }
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
 
   const LlamaWeights& weights() const { return weights_; }

@@ -32,6 +32,11 @@ struct ExecutorOptions {
   std::string cpu_prefill_precision = "float32";
   // cpu: the same for decode steps (4 to 32 tokens): float32, or int8.
   std::string cpu_decode_precision = "float32";
+  // cpu: the greedy rows' next token from the output head: "screened" (only
+  // the rows of the head that can hold the argmax, in float32:
+  // kernels/cpu/head_screen.h; the same token as "full") or "full" (every
+  // logit).
+  std::string cpu_greedy_head = "screened";
   // Per-step limits (--max_num_seqs, --max_num_batched_tokens) and the most
   // logit_bias entries a request may carry (--max_logit_bias): the CUDA
   // executor sizes its buffers, graphs and workspaces from them.

@@ -9,6 +9,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "base/zero_pages.h"
+#include "kernels/cpu/head_screen.h"
 #include "kernels/matmul.h"
 #include "kernels/parallel.h"
 #include "model/config.h"
@@ -33,6 +34,10 @@ struct ForwardBatch {
   int32_t max_blocks_per_seq = 0;
   int32_t num_entries = 1;
   std::vector<int32_t> logit_rows;  // token rows whose logits are wanted
+  // Per logit row (or empty: none): 1 where only the row's largest logit
+  // matters (a greedy row with nothing that changes its logits), which
+  // LlamaForward may then find without the others (argmax()).
+  std::vector<uint8_t> argmax_only;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }
@@ -80,11 +85,29 @@ class LlamaForward {
   // sequence is bound by reading W either way.
   static constexpr int32_t kInt8DecodeMinTokens = 4;
 
-  // Runs the batch; writes [logit_rows.size(), vocab] logits. on_layer runs
-  // after each layer (progress for the engine's liveness).
+  // From now on, finds the token of a batch's argmax_only rows by screening
+  // the head (kernels/cpu/head_screen.h) when it can and it pays: no int8
+  // activations (they change the head's bits with the number of rows), fewer
+  // logit rows than the panel GEMM's (whose bits differ from the one-row
+  // product's), and at least 4 such rows.
+  // Builds an int8 copy of the head (1 byte a weight).
+  void ScreenGreedyHead(kernels::ParallelFor& pool);
+
+  // Runs the batch; writes [logit_rows.size(), vocab] logits, except for the
+  // rows whose argmax() it found without them. on_layer runs after each
+  // layer (progress for the engine's liveness).
   void Run(
       const ForwardBatch& batch, KvPool& kv, kernels::ParallelFor& pool, std::vector<float>& logits,
       absl::FunctionRef<void()> on_layer = [] {});
+
+  // Per logit row of the last Run: the largest logit's id (the lowest on
+  // ties) where Run found it by screening, else -1 (the row's logits are
+  // written).
+  const std::vector<int32_t>& argmax() const { return argmax_; }
+  // Rows whose argmax screening found, and the float32 head rows computed
+  // for them, since ScreenGreedyHead.
+  int64_t screened_rows() const { return screened_rows_; }
+  int64_t screened_exact_rows() const { return screened_exact_rows_; }
 
  private:
   // residual_ = the scaled embedding rows of the batch's tokens.
@@ -102,6 +125,12 @@ class LlamaForward {
   // y[m, w.n] = x[m, w.k] W^T (+ bias).
   void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
               kernels::ParallelFor& pool) const;
+  // The head's logits for final_normed_ rows [0, rows), screening the
+  // batch's argmax_only rows when the screen is ready.
+  void Head(const ForwardBatch& batch, int32_t rows, std::vector<float>& logits,
+            kernels::ParallelFor& pool);
+  // Row j of x[hidden] W_head^T with the bits Linear gives it.
+  float HeadLogit(const float* x, int32_t j, kernels::ParallelFor& pool) const;
 
   const ModelConfig& config_;
   const LlamaWeights& weights_;
@@ -114,6 +143,13 @@ class LlamaForward {
   std::vector<float> residual_, normed_, qkv_, attn_, proj_, post_normed_, gate_up_, act_;
   std::vector<float> partial_out_, partial_max_, partial_sum_;
   std::vector<float> final_x_, final_residual_, final_normed_;
+  kernels::cpu::HeadScreen head_screen_;
+  std::vector<int32_t> argmax_;
+  std::vector<int32_t> screened_;  // logit rows screened this step
+  std::vector<float> screened_x_;
+  std::vector<std::vector<int32_t>> candidates_;
+  int64_t screened_rows_ = 0;
+  int64_t screened_exact_rows_ = 0;
 };
 
 }  // namespace loom

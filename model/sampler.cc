@@ -8,10 +8,16 @@
 
 namespace loom {
 
+bool NeedsOnlyArgmax(const SamplingParams& params, bool masked) {
+  return kernels::IsGreedyTemperature(params.temperature) && params.num_logprobs < 0 &&
+         params.repetition_penalty == 1.0f && params.presence_penalty == 0.0f &&
+         params.frequency_penalty == 0.0f && params.logit_bias.empty() && !masked;
+}
+
 absl::StatusOr<std::vector<SampledToken>> Sampler::Sample(
     const std::vector<const ScheduledSeq*>& seqs, const std::vector<const uint32_t*>& masks,
     int32_t mask_words, std::vector<float>& logits, const SamplingRowLimits& limits,
-    kernels::ParallelFor& pool) {
+    kernels::ParallelFor& pool, const std::vector<int32_t>& chosen) {
   const int32_t n = static_cast<int32_t>(seqs.size());
   const int32_t vocab_size = limits.vocab_size;
   LOOM_CHECK_EQ(logits.size(), static_cast<size_t>(n) * vocab_size);
@@ -25,6 +31,11 @@ absl::StatusOr<std::vector<SampledToken>> Sampler::Sample(
     if (!masks.empty() && masks[i] != nullptr) {
       rows_[i].allowed_tokens = masks[i];
       rows_[i].allowed_words = mask_words;
+    }
+    if (static_cast<size_t>(i) < chosen.size() && chosen[i] >= 0) {
+      LOOM_CHECK(NeedsOnlyArgmax(*seqs[i]->sampling, rows_[i].allowed_tokens != nullptr))
+          << "seq " << seqs[i]->seq_id;
+      rows_[i].chosen_token = chosen[i];
     }
     max_top = std::max(max_top, rows_[i].num_logprobs);
   }

@@ -92,6 +92,7 @@ ExecutorOptions MakeExecutorOptions(const ServerConfig& config, const LoadedMode
   options.attention_kernel = config.attention_kernel;
   options.cpu_prefill_precision = config.cpu_prefill_precision;
   options.cpu_decode_precision = config.cpu_decode_precision;
+  options.cpu_greedy_head = config.cpu_greedy_head;
   options.block_size = config.block_size;
   options.kv_cache_bytes = config.kv_cache_bytes;
   options.kv_cache_memory_fraction = config.kv_cache_memory_fraction;

@@ -29,6 +29,10 @@ ABSL_FLAG(std::string, cpu_decode_precision, "float32",
           "CPU decode batches (4 to 32 tokens a step) on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: "
           "float32 activations, or int8 (llama.cpp's precision; 16 streams about 1.3x the "
           "tokens/s).");
+ABSL_FLAG(std::string, cpu_greedy_head, "screened",
+          "How a CPU greedy row (no logprobs, penalties, logit_bias or constraint) finds its "
+          "token: screened (the float32 logits of only the head rows that can hold the argmax; "
+          "the same token as full, faster on large vocabularies) or full (every logit).");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0 picks a free one).");
 ABSL_FLAG(int32_t, http_port, 8080,
           "HTTP port for the OpenAI API, /metrics, /healthz and /readyz (0: a free one).");
@@ -236,6 +240,7 @@ int Run(int argc, char** argv) {
   config.attention_kernel = absl::GetFlag(FLAGS_attention_kernel);
   config.cpu_prefill_precision = absl::GetFlag(FLAGS_cpu_prefill_precision);
   config.cpu_decode_precision = absl::GetFlag(FLAGS_cpu_decode_precision);
+  config.cpu_greedy_head = absl::GetFlag(FLAGS_cpu_greedy_head);
   config.port = absl::GetFlag(FLAGS_port);
   config.http_port = absl::GetFlag(FLAGS_http_port);
   config.host = absl::GetFlag(FLAGS_host);

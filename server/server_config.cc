@@ -141,6 +141,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
       CheckOneOf("cpu_prefill_precision", c.cpu_prefill_precision, {"float32", "int8"}));
   LOOM_RETURN_IF_ERROR(
       CheckOneOf("cpu_decode_precision", c.cpu_decode_precision, {"float32", "int8"}));
+  LOOM_RETURN_IF_ERROR(CheckOneOf("cpu_greedy_head", c.cpu_greedy_head, {"screened", "full"}));
   LOOM_RETURN_IF_ERROR(CheckPort("port", c.port));
   LOOM_RETURN_IF_ERROR(CheckPort("http_port", c.http_port));
   if (c.host.empty()) {

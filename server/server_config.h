@@ -24,6 +24,8 @@ struct ServerConfig {
   std::string cpu_prefill_precision = "float32";
   // The same for decode steps of 4 to 32 tokens (a batch of decodes).
   std::string cpu_decode_precision = "float32";
+  // How greedy rows find their token on the CPU: screened or full.
+  std::string cpu_greedy_head = "screened";
   int32_t port = 50051;  // 0 picks a free port
   int32_t http_port = 8080;
   std::string host = "0.0.0.0";

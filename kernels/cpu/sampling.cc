@@ -151,6 +151,11 @@ int32_t Draw(const SamplingRowParams& r, const float* logits, int32_t vocab) {
 
 void SampleRow(const SamplingBatchParams& p, int32_t row) {
   const SamplingRowParams& r = p.rows[row];
+  if (r.chosen_token >= 0) {
+    LOOM_CHECK_LT(r.num_logprobs, 0);
+    p.out_token_ids[row] = r.chosen_token;
+    return;
+  }
   float* logits = p.logits + static_cast<int64_t>(row) * p.vocab_size;
   ApplyPenalties(r, logits, p.vocab_size);
   bool none_allowed = false;

@@ -284,6 +284,75 @@ TEST(CpuExecutorTest, SeededRequestIsTheSameAloneAndAmong31Others) {
   EXPECT_GT(n, 20u);
 }
 
+// A model whose hidden size the head screening takes (a multiple of 32), with
+// a vocabulary large enough to screen.
+std::unique_ptr<LoadedModel> ScreenableModel(DType dtype) {
+  auto m = std::make_unique<LoadedModel>();
+  m->config = TinyConfig(false);
+  m->config.vocab_size = 1999;
+  m->config.hidden_size = 64;
+  m->config.num_heads = 8;
+  m->weights = MakeDummyWeights(m->config, dtype, 5);
+  m->max_model_len = 1024;
+  return m;
+}
+
+std::unique_ptr<CpuExecutor> MakeHeadExecutor(const LoadedModel& model, const char* greedy_head) {
+  ExecutorOptions options;
+  options.device = "cpu";
+  options.block_size = 4;
+  options.kv_cache_bytes = 16 << 20;
+  options.threads = 2;
+  options.cpu_greedy_head = greedy_head;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> e = CpuExecutor::Create(model, options);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return *std::move(e);
+}
+
+// Greedy rows found by screening the head get the tokens of the full head, in
+// batches that mix them with rows that need every logit (sampled, logprobs, a
+// penalty, a logit_bias), and those rows are untouched.
+TEST(CpuExecutorTest, ScreenedGreedyRowsGetTheFullHeadsTokens) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    auto model = ScreenableModel(dtype);
+    auto screened_exec = MakeHeadExecutor(*model, "screened");
+    auto full_exec = MakeHeadExecutor(*model, "full");
+    std::vector<Seq> screened, full;
+    for (int i = 0; i < 12; ++i) {
+      Seq s = MakeSeq(i, 3 + 2 * i, 500 + i, i % 4 == 3 ? 0.8f : 0.0f);
+      s.sampling.num_logprobs = i == 5 ? 2 : -1;
+      if (i == 6) s.sampling.presence_penalty = 0.5f;
+      if (i == 7) s.sampling.logit_bias = {{11, 2.5f}};
+      screened.push_back(s);
+      full.push_back(s);
+    }
+    std::vector<Seq*> a, b;
+    for (size_t i = 0; i < screened.size(); ++i) {
+      a.push_back(&screened[i]);
+      b.push_back(&full[i]);
+    }
+    Driver da(*screened_exec);
+    Driver db(*full_exec);
+    for (int step = 0; step < 20; ++step) {
+      const StepResult ra = da.Step(a);
+      const StepResult rb = db.Step(b);
+      ASSERT_EQ(ra.sampled.size(), rb.sampled.size());
+      for (size_t i = 0; i < ra.sampled.size(); ++i) {
+        EXPECT_EQ(ra.sampled[i].token_id, rb.sampled[i].token_id)
+            << "step " << step << " row " << i;
+        EXPECT_EQ(ra.sampled[i].top.size(), rb.sampled[i].top.size());
+        if (screened[i].sampling.num_logprobs >= 0) {
+          EXPECT_FLOAT_EQ(ra.sampled[i].logprob, rb.sampled[i].logprob);
+        }
+      }
+    }
+    for (size_t i = 0; i < screened.size(); ++i) EXPECT_EQ(screened[i].tokens, full[i].tokens) << i;
+    // 7 plain greedy rows (0, 1, 2, 4, 8, 9, 10) a step: screened each time.
+    EXPECT_EQ(screened_exec->ScreenedHeadRows(), 7 * 20);
+    EXPECT_EQ(full_exec->ScreenedHeadRows(), 0);
+  }
+}
+
 TEST(CpuExecutorTest, TokenMasksBindOnlyTheirRows) {
   auto model = TinyModel(false);
   auto masked_exec = MakeExecutor(*model);

@@ -164,12 +164,66 @@ std::vector<int32_t> Greedy(Executor& e, const std::vector<int32_t>& prompt, siz
   return std::vector<int32_t>(tokens.begin() + prompt.size(), tokens.end());
 }
 
+// Greedy continuations of several prompts, n tokens each: every prompt
+// prefilled alone (a step's bits depend on its number of tokens from the
+// panel GEMM's 33 on), then all decoded together: a batch of greedy rows,
+// which the CPU executor's head screening serves (kernels/cpu/head_screen.h)
+// from 4 rows on.
+std::vector<std::vector<int32_t>> BatchedGreedy(Executor& e,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                size_t n) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const int32_t bs = e.Geometry().block_size;
+  const int32_t stride = e.Geometry().kv_layout.stride();
+  std::vector<std::vector<int32_t>> tokens = prompts;
+  std::vector<std::vector<int32_t>> blocks(prompts.size());
+  std::vector<int32_t> computed(prompts.size(), 0);
+  int32_t next_block = 1;
+  for (size_t step = 0; step < n; ++step) {
+    // The first step runs one prompt after another, the others all at once.
+    for (size_t first = 0; first < prompts.size(); ++first) {
+      const size_t last = step == 0 ? first + 1 : prompts.size();
+      StepPlan plan;
+      for (size_t s = first; s < last; ++s) {
+        while (static_cast<int32_t>(blocks[s].size()) / stride * bs <
+               static_cast<int32_t>(tokens[s].size())) {
+          blocks[s].push_back(next_block++);
+        }
+        ScheduledSeq seq;
+        seq.seq_id = static_cast<int64_t>(s);
+        seq.all_token_ids = tokens[s];
+        seq.num_prompt_tokens = static_cast<int32_t>(prompts[s].size());
+        seq.num_computed_tokens = computed[s];
+        seq.num_scheduled_tokens = static_cast<int32_t>(tokens[s].size()) - computed[s];
+        seq.block_table = blocks[s];
+        seq.sample = true;
+        seq.sampling = &greedy;
+        plan.num_scheduled_tokens += seq.num_scheduled_tokens;
+        plan.seqs.push_back(std::move(seq));
+      }
+      absl::StatusOr<StepResult> r = e.Execute(plan);
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok()) return {};
+      for (size_t s = first; s < last; ++s) {
+        computed[s] = static_cast<int32_t>(tokens[s].size());
+        tokens[s].push_back(r->sampled.at(s - first).token_id);
+      }
+      if (step > 0) break;
+    }
+  }
+  for (size_t s = 0; s < prompts.size(); ++s)
+    tokens[s].erase(tokens[s].begin(), tokens[s].begin() + prompts[s].size());
+  return tokens;
+}
+
 void CheckModel(const LoadedModel& model, const std::string& fixture, const Precision& precision) {
   const std::vector<GoldenRun> runs = ReadRuns(fixture);
   ASSERT_FALSE(runs.empty());
   ExecutorOptions options;
   options.device = "cpu";
-  options.kv_cache_bytes = 64 << 20;
+  // Room for every prompt at once (pages are committed as they are used).
+  options.kv_cache_bytes = int64_t{512} << 20;
   options.dtype = precision.name;
   options.cpu_prefill_precision = precision.prefill;
   options.cpu_decode_precision = precision.decode;
@@ -180,6 +234,7 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
       model.config, *model.weights, precision.dtype, pool, precision.keep_quantized);
   ASSERT_TRUE(weights.ok()) << weights.status();
   float max_error = 0.0f;
+  std::vector<std::vector<int32_t>> singles, prompts;
   for (const GoldenRun& run : runs) {
     SCOPED_TRACE(run.text);
     const std::vector<float> logits = PromptLogits(model, *weights, run.prompt, precision, pool);
@@ -199,6 +254,27 @@ void CheckModel(const LoadedModel& model, const std::string& fixture, const Prec
     }
     std::printf("prompt of %zu tokens: greedy tokens matching: %zu of %zu\n", run.prompt.size(),
                 match, got.size());
+    singles.push_back(got);
+    prompts.push_back(run.prompt);
+  }
+  // The same prompts decoded together (at least 4 rows, so greedy rows are
+  // screened): each continuation is the one it had alone, where a row's bits
+  // do not depend on the batch (not with int8 activations).
+  if (precision.prefill != std::string("float32") || precision.decode != std::string("float32")) {
+    return;
+  }
+  size_t n = 0;
+  for (const GoldenRun& run : runs) n = std::max(n, run.greedy.size());
+  while (prompts.size() < 4) {
+    prompts.push_back(prompts[prompts.size() % runs.size()]);
+    singles.push_back(singles[singles.size() % runs.size()]);
+  }
+  const std::vector<std::vector<int32_t>> together = BatchedGreedy(**e, prompts, n);
+  ASSERT_EQ(together.size(), prompts.size());
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const size_t len = singles[s].size();
+    EXPECT_EQ(std::vector<int32_t>(together[s].begin(), together[s].begin() + len), singles[s])
+        << "prompt " << s << " of " << prompts.size() << " decoded together";
   }
   std::printf("%s, %s prefill, %s decode: largest top-logit error %g (tolerance %g)\n",
               precision.name, precision.prefill, precision.decode, max_error,

@@ -48,6 +48,11 @@ TEST(ServerConfigTest, CpuPrefillPrecisionTakesFloat32OrInt8) {
   EXPECT_TRUE(ValidateServerConfig(c).ok());
   c.cpu_decode_precision = "int4";
   ExpectInvalid(c, "cpu_decode_precision must be one of float32, int8; got \"int4\"");
+  c = Valid();
+  c.cpu_greedy_head = "full";
+  EXPECT_TRUE(ValidateServerConfig(c).ok());
+  c.cpu_greedy_head = "int8";
+  ExpectInvalid(c, "cpu_greedy_head must be one of screened, full; got \"int8\"");
 }
 
 TEST(ServerConfigTest, BlockSizeMustBeAPowerOfTwoBetween8And256) {
