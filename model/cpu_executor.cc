@@ -86,6 +86,10 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
           absl::StrCat(name, " ", *value, " is not supported (float32, int8)"));
     }
   }
+  if (options.cpu_greedy_head != "screened" && options.cpu_greedy_head != "full") {
+    return absl::InvalidArgumentError(absl::StrCat("cpu_greedy_head ", options.cpu_greedy_head,
+                                                   " is not supported (screened, full)"));
+  }
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("block_size ", options.block_size));
   }
@@ -101,10 +105,6 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
       LoadLlamaWeights(c, *model.weights, dtype, *e->pool_, keep_quantized);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
-  if (options.cpu_greedy_head != "screened" && options.cpu_greedy_head != "full") {
-    return absl::InvalidArgumentError(absl::StrCat("cpu_greedy_head ", options.cpu_greedy_head,
-                                                   " is not supported (screened, full)"));
-  }
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_,
                                                options.cpu_prefill_precision == "int8",
                                                options.cpu_decode_precision == "int8");

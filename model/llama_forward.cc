@@ -34,6 +34,22 @@ class InlineFor final : public kernels::ParallelFor {
   }
 };
 
+// Calls fn(part, its first row, its first block, bytes a row) for each run of
+// rows of one block type of a quantized weight, in order; stops where fn
+// returns false.
+template <class Fn>
+void ForEachPart(const LinearWeight& w, Fn&& fn) {
+  const std::byte* blocks = w.quant.data();
+  int32_t row = 0;
+  for (const QuantRows& part : w.parts) {
+    const int64_t row_bytes =
+        w.k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type);
+    if (!fn(part, row, blocks, row_bytes)) return;
+    blocks += part.rows * row_bytes;
+    row += part.rows;
+  }
+}
+
 // Rows [begin, begin + count) of w in float32, as its products use them.
 void WeightRows(const LinearWeight& w, int64_t begin, int64_t count, float* out) {
   const int64_t k = w.k;
@@ -47,18 +63,15 @@ void WeightRows(const LinearWeight& w, int64_t begin, int64_t count, float* out)
     case LinearDType::kQuantized:
       break;
   }
-  const std::byte* blocks = w.quant.data();
-  int64_t row = 0;
-  for (const QuantRows& part : w.parts) {
-    const int64_t row_bytes = k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type);
-    const int64_t first = std::max(begin, row), last = std::min(begin + count, row + part.rows);
-    if (first < last) {
-      kc::DequantizeBlocks(part.type, blocks + (first - row) * row_bytes, (last - first) * k,
-                           out + (first - begin) * k);
-    }
-    blocks += part.rows * row_bytes;
-    row += part.rows;
-  }
+  ForEachPart(
+      w, [&](const QuantRows& part, int64_t row, const std::byte* blocks, int64_t row_bytes) {
+        const int64_t first = std::max(begin, row), last = std::min(begin + count, row + part.rows);
+        if (first < last) {
+          kc::DequantizeBlocks(part.type, blocks + (first - row) * row_bytes, (last - first) * k,
+                               out + (first - begin) * k);
+        }
+        return true;
+      });
 }
 
 }  // namespace
@@ -77,17 +90,14 @@ void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, floa
       break;
   }
   // One product per run of rows in one block type, into its columns of y.
-  const std::byte* blocks = w.quant.data();
-  int32_t row = 0;
-  for (const QuantRows& part : w.parts) {
+  ForEachPart(w, [&](const QuantRows& part, int32_t row, const std::byte* blocks, int64_t) {
     kc::MatmulQuantParams p{
         x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
     p.quantize_x =
         m >= kInt8PrefillMinTokens ? int8_prefill_ : int8_decode_ && m >= kInt8DecodeMinTokens;
     kc::MatmulQuant(p, pool);
-    blocks += part.rows * (w.k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type));
-    row += part.rows;
-  }
+    return true;
+  });
 }
 
 void LlamaForward::ScreenGreedyHead(kernels::ParallelFor& pool) {
@@ -163,7 +173,6 @@ void LlamaForward::Head(const ForwardBatch& batch, int32_t rows, std::vector<flo
     }
     argmax_[r] = best;
     ++screened_rows_;
-    screened_exact_rows_ += static_cast<int64_t>(candidates_[s].size());
   }
 }
 
@@ -183,19 +192,15 @@ float LlamaForward::HeadLogit(const float* x, int32_t j, kernels::ParallelFor& p
     case LinearDType::kQuantized:
       break;
   }
-  const std::byte* blocks = w.quant.data();
-  int32_t row = 0;
-  for (const QuantRows& part : w.parts) {
-    const int64_t row_bytes = k / kc::QuantBlockValues(part.type) * kc::QuantBlockBytes(part.type);
-    if (j < row + part.rows) {
-      kc::MatmulQuant({x, blocks + (j - row) * row_bytes, part.type, bias, &y, 1, 1, k, k, 1},
-                      pool);
-      return y;
-    }
-    blocks += part.rows * row_bytes;
-    row += part.rows;
-  }
-  LOOM_CHECK(false) << "head row " << j << " of " << row;
+  bool found = false;
+  ForEachPart(w, [&](const QuantRows& part, int32_t row, const std::byte* blocks,
+                     int64_t row_bytes) {
+    if (j >= row + part.rows) return true;
+    kc::MatmulQuant({x, blocks + (j - row) * row_bytes, part.type, bias, &y, 1, 1, k, k, 1}, pool);
+    found = true;
+    return false;
+  });
+  LOOM_CHECK(found) << "head row " << j << " of " << w.n;
   return y;
 }
 

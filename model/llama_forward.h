@@ -104,10 +104,8 @@ class LlamaForward {
   // ties) where Run found it by screening, else -1 (the row's logits are
   // written).
   const std::vector<int32_t>& argmax() const { return argmax_; }
-  // Rows whose argmax screening found, and the float32 head rows computed
-  // for them, since ScreenGreedyHead.
+  // Rows whose argmax screening found, since ScreenGreedyHead.
   int64_t screened_rows() const { return screened_rows_; }
-  int64_t screened_exact_rows() const { return screened_exact_rows_; }
 
  private:
   // residual_ = the scaled embedding rows of the batch's tokens.
@@ -149,7 +147,6 @@ class LlamaForward {
   std::vector<float> screened_x_;
   std::vector<std::vector<int32_t>> candidates_;
   int64_t screened_rows_ = 0;
-  int64_t screened_exact_rows_ = 0;
 };
 
 }  // namespace loom

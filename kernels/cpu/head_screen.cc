@@ -116,8 +116,10 @@ struct HeadScreen::RowCandidates {
 
   void Offer(int32_t j, float score, float bound) {
     lower = std::max(lower, score - bound);
-    if (score + bound < lower) return;
-    rows.emplace_back(j, score + bound);
+    if (score + bound >= lower) Keep(j, score + bound);
+  }
+  void Keep(int32_t j, float upper) {
+    rows.emplace_back(j, upper);
     // Drop the rows a higher lower bound has since ruled out.
     if (rows.size() % 64 == 0) Prune();
   }
@@ -157,8 +159,7 @@ LOOM_SCREEN_AVX2 void HeadScreen::ScanAvx2(const int16_t* p, const float* t, con
         const int r = __builtin_ctz(static_cast<unsigned>(mask));
         RowCandidates& c = local[i0 + r];
         c.lower = lower[i0 + r];
-        c.rows.emplace_back(static_cast<int32_t>(j), upper[r]);
-        if (c.rows.size() % 64 == 0) c.Prune();
+        c.Keep(static_cast<int32_t>(j), upper[r]);
       }
     }
   }
