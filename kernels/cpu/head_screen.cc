@@ -101,10 +101,68 @@ LOOM_SCREEN_AVX2 __m256i DotsAvx2(const int8_t* w, int32_t k, const int16_t* p, 
                           _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 
+// GCC 12 warns (-Wuninitialized) inside the AVX-512 extract and cast
+// intrinsics, which are built on _mm512_undefined_*; the warning is about the
+// header (as in matmul_quant.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define LOOM_SCREEN_VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vnni")))
+
+// DotsAvx2 with AVX-512 VNNI: one vpdpwssd multiplies a row's 32 int16
+// values by a chunk of W and adds the pairs into its 16 int32 sums, where
+// AVX2 needs two vpmaddwd and two vpaddd. A lane sums k / 16 products, each at
+// most 127 * 32767: below 2^31 for k <= kMaxK. The same exact sums.
+template <int R>
+LOOM_SCREEN_VNNI __m256i DotsVnni(const int8_t* w, int32_t k, const int16_t* p, int64_t ldp) {
+  __m512i acc[kRowsPerPass];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRowsPerPass; ++i) acc[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int32_t c = 0; c < k; c += kChunk) {
+    const __m512i wc =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)));
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      acc[i] = _mm512_dpwssd_epi32(acc[i], wc, _mm512_loadu_si512(p + i * ldp + c));
+    }
+  }
+  __m256i half[kRowsPerPass];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRowsPerPass; ++i) {
+    half[i] =
+        _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
+  }
+  const __m256i s0123 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(half[0], half[1]), _mm256_hadd_epi32(half[2], half[3]));
+  const __m256i s4567 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(half[4], half[5]), _mm256_hadd_epi32(half[6], half[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+#pragma GCC diagnostic pop
+
 using DotsFn = __m256i (*)(const int8_t*, int32_t, const int16_t*, int64_t);
 
 constexpr DotsFn kAvx2Dots[kRowsPerPass] = {&DotsAvx2<1>, &DotsAvx2<2>, &DotsAvx2<3>, &DotsAvx2<4>,
                                             &DotsAvx2<5>, &DotsAvx2<6>, &DotsAvx2<7>, &DotsAvx2<8>};
+constexpr DotsFn kVnniDots[kRowsPerPass] = {&DotsVnni<1>, &DotsVnni<2>, &DotsVnni<3>, &DotsVnni<4>,
+                                            &DotsVnni<5>, &DotsVnni<6>, &DotsVnni<7>, &DotsVnni<8>};
+
+// The VNNI dots where the AVX-512 level is in use (LOOM_SIMD=avx2 keeps AVX2)
+// and the CPU has AVX-512 VNNI.
+const DotsFn* ScreenDots() {
+#if defined(__x86_64__)
+  static const bool vnni =
+      DetectedSimd() == SimdLevel::kAvx512 && __builtin_cpu_supports("avx512vnni");
+  if (vnni) return kVnniDots;
+#endif
+  return kAvx2Dots;
+}
 
 }  // namespace
 
@@ -136,6 +194,7 @@ LOOM_SCREEN_AVX2 void HeadScreen::ScanAvx2(const int16_t* p, const float* t, con
   std::vector<float> lower(static_cast<size_t>(passes) * kRowsPerPass,
                            -std::numeric_limits<float>::infinity());
   alignas(32) float upper[kRowsPerPass];
+  const DotsFn* const dots_of = ScreenDots();
   for (int64_t j = begin; j < end; ++j) {
     const int8_t* w = &q_[static_cast<size_t>(j) * k];
     const __m256 sj = _mm256_set1_ps(scale_[j]);
@@ -144,7 +203,7 @@ LOOM_SCREEN_AVX2 void HeadScreen::ScanAvx2(const int16_t* p, const float* t, con
     for (int32_t pass = 0; pass < passes; ++pass) {
       const int32_t i0 = pass * kRowsPerPass;
       const int rows = std::min(kRowsPerPass, m - i0);
-      const __m256i dots = kAvx2Dots[rows - 1](w, k, p + static_cast<size_t>(i0) * k, k);
+      const __m256i dots = dots_of[rows - 1](w, k, p + static_cast<size_t>(i0) * k, k);
       const __m256 score =
           _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dots), sj), _mm256_loadu_ps(t + i0));
       const __m256 bound = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(coef_w + i0), wj),
