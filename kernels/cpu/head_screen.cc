@@ -66,6 +66,18 @@ void DotsScalar(const int8_t* w, int32_t k, const int16_t* p, int64_t ldp, int r
 
 #define LOOM_SCREEN_AVX2 __attribute__((target("avx2")))
 
+// Lane i: the sum of the lanes of v[i].
+LOOM_SCREEN_AVX2 inline __m256i LaneSums(const __m256i (&v)[kRowsPerPass]) {
+  // Lane i of s0123's low half: the sum of v[i]'s lanes 0-3, high half
+  // lanes 4-7 (i < 4); the same for s4567.
+  const __m256i s0123 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i s4567 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
 // Each vpmaddwd lane adds two products of at most 127 * 32767, and a lane
 // sums k / 8 products: below 2^31 for k <= kMaxK. Lane i of the result is
 // row i's sum (rows from R on are zero).
@@ -91,14 +103,7 @@ LOOM_SCREEN_AVX2 __m256i DotsAvx2(const int8_t* w, int32_t k, const int16_t* p, 
                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pi + 16)))));
     }
   }
-  // Lane i of s0123's low half: the sum of acc[i]'s lanes 0-3, high half
-  // lanes 4-7 (i < 4); the same for s4567.
-  const __m256i s0123 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-  const __m256i s4567 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+  return LaneSums(acc);
 }
 
 // GCC 12 warns (-Wuninitialized) inside the AVX-512 extract and cast
@@ -136,12 +141,7 @@ LOOM_SCREEN_VNNI __m256i DotsVnni(const int8_t* w, int32_t k, const int16_t* p, 
     half[i] =
         _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
   }
-  const __m256i s0123 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(half[0], half[1]), _mm256_hadd_epi32(half[2], half[3]));
-  const __m256i s4567 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(half[4], half[5]), _mm256_hadd_epi32(half[6], half[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
-                          _mm256_permute2x128_si256(s0123, s4567, 0x31));
+  return LaneSums(half);
 }
 
 #pragma GCC diagnostic pop
