@@ -57,7 +57,8 @@ class HeadScreen {
  private:
   struct RowCandidates;
   // Scores rows [begin, end) of W against the m rows of x rounded to int16
-  // (p, scales t, bound coefficients) with AVX2, into local.
+  // (p, scales t, bound coefficients) with AVX2, its dots with AVX-512 VNNI
+  // where the CPU has it, into local.
   void ScanAvx2(const int16_t* p, const float* t, const float* coef_w, const float* coef_e,
                 int32_t m, int64_t begin, int64_t end, std::vector<RowCandidates>& local) const;
 
