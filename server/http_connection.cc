@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "boost/asio/post.hpp"
 #include "boost/asio/write.hpp"
+#include "nlohmann/json.hpp"
 
 namespace loom {
 namespace {
@@ -22,8 +23,22 @@ std::string ChunkOf(std::string_view data) {
   return absl::StrCat(absl::Hex(data.size()), "\r\n", Absl(data), "\r\n");
 }
 
+}  // namespace
+
+std::string TransportErrorBody(int status, std::string_view message) {
+  if (!message.empty() && message.back() == '\n') message.remove_suffix(1);
+  const char* type = status >= 500 ? (status == 503 ? "service_unavailable_error" : "server_error")
+                                   : "invalid_request_error";
+  const nlohmann::json body = {
+      {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
 constexpr std::string_view kLastChunk = "0\r\n\r\n";
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr std::string_view kJson = "application/json";
 
 }  // namespace
 
@@ -168,9 +183,10 @@ void Session::Dispatch(HttpRequest request) {
   int status = 404;
   const HttpHandler* handler = server_.Find(request, &route_, &status);
   if (handler == nullptr) {
-    Respond(status, "text/plain; charset=utf-8",
-            absl::StrCat(status == 405 ? "method not allowed for " : "no route for ", request.path,
-                         "\n"),
+    Respond(status, kJson,
+            TransportErrorBody(
+                status, absl::StrCat(status == 405 ? "method not allowed for " : "no route for ",
+                                     request.path)),
             status == 405 ? server_.Allowed(request.path) : std::string());
     return;
   }
@@ -181,7 +197,7 @@ void Session::Dispatch(HttpRequest request) {
     // Handlers report errors as responses; an exception is a bug, and costs
     // only this request.
     if (!response_started_) {
-      Respond(500, "text/plain; charset=utf-8", absl::StrCat("internal error: ", e.what(), "\n"));
+      Respond(500, kJson, TransportErrorBody(500, absl::StrCat("internal error: ", e.what())));
     } else {
       Close();
     }
@@ -196,7 +212,7 @@ void Session::Reject(int status, std::string_view message) {
   response_ended_ = false;
   route_ = "other";
   head_request_ = false;
-  Respond(status, "text/plain; charset=utf-8", std::string(message));
+  Respond(status, kJson, TransportErrorBody(status, message));
 }
 
 std::string Session::HeaderOf(http::response<http::empty_body>& response) {

@@ -40,6 +40,13 @@ namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 
+// The JSON body of an error the HTTP port answers before any route runs (no
+// route, method not allowed, a head or body over its limit, a malformed
+// request, too many connections, a handler's exception): OpenAI's error
+// shape, as the routes' own errors, so that every client of the port parses
+// one format.
+std::string TransportErrorBody(int status, std::string_view message);
+
 // Whether the server still runs handlers. Stop closes it before the I/O
 // threads end, so a late Post from the engine is dropped instead of queued on
 // an io_context that no one runs any more.

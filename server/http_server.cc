@@ -20,9 +20,15 @@ namespace loom {
 namespace {
 
 // What a connection over --http_max_connections gets before it is closed.
-constexpr std::string_view kTooManyConnections =
-    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
-    "Connection: close\r\n\r\ntoo many connections\n";
+const std::string& TooManyConnections() {
+  static const std::string* response = [] {
+    const std::string body = TransportErrorBody(503, "too many connections");
+    return new std::string(absl::StrCat(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ",
+        body.size(), "\r\nConnection: close\r\n\r\n", body));
+  }();
+  return *response;
+}
 
 }  // namespace
 
@@ -169,8 +175,8 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
     // Over --http_max_connections. The new socket's send buffer is empty, so
     // this short write does not block the acceptor.
     error_code ignored;
-    net::write(socket, net::buffer(kTooManyConnections.data(), kTooManyConnections.size()),
-               ignored);
+    const std::string& refusal = TooManyConnections();
+    net::write(socket, net::buffer(refusal.data(), refusal.size()), ignored);
     socket.shutdown(tcp::socket::shutdown_both, ignored);
     socket.close(ignored);
     Record("other", 503);

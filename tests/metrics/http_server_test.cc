@@ -200,11 +200,18 @@ TEST_F(HttpServerTest, ProbesFollowTheirCallbacks) {
 
 TEST_F(HttpServerTest, RejectsOtherPathsAndMethods) {
   Client client(port());
-  EXPECT_EQ(client.Get("/metricsx").status, 404);
+  const Client::Response missing = client.Get("/metricsx");
+  EXPECT_EQ(missing.status, 404);
+  // The port's own errors have the routes' JSON error shape.
+  EXPECT_THAT(missing.head, HasSubstr("Content-Type: application/json"));
+  EXPECT_EQ(missing.body,
+            "{\"error\":{\"code\":null,\"message\":\"no route for /metricsx\",\"param\":null,"
+            "\"type\":\"invalid_request_error\"}}\n");
   EXPECT_EQ(client.Get("/").status, 404);
   const Client::Response post = client.Get("/metrics", "POST");
   EXPECT_EQ(post.status, 405);
   EXPECT_THAT(post.head, HasSubstr("Allow: GET"));
+  EXPECT_THAT(post.body, HasSubstr("\"message\":\"method not allowed for /metrics\""));
   EXPECT_EQ(scrapes_.load(), 0);
   EXPECT_EQ(others_.load(), 2);  // the two 404s; the 405 is /metrics' own
 }
@@ -248,7 +255,10 @@ TEST_F(HttpServerTest, LimitsHeadAndBodySizes) {
   {
     Client client(port());
     client.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 101\r\n\r\n");
-    EXPECT_EQ(client.Read().status, 413);
+    const Client::Response over = client.Read();
+    EXPECT_EQ(over.status, 413);
+    EXPECT_THAT(over.body,
+                HasSubstr("\"message\":\"the request body is over --http_max_body_bytes=100\""));
     EXPECT_TRUE(client.ReadsEof());
   }
   {
@@ -355,7 +365,7 @@ TEST_F(HttpServerTest, RefusesConnectionsOverTheCap) {
   Client third(port());
   const Client::Response refused = third.Read();
   EXPECT_EQ(refused.status, 503);
-  EXPECT_EQ(refused.body, "too many connections\n");
+  EXPECT_THAT(refused.body, HasSubstr("\"message\":\"too many connections\""));
   first.Close();
   // Once the server has seen the close, a new connection is served.
   for (;;) {
