@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -132,11 +134,32 @@ void SetChatTemplate(const std::optional<std::string>& source, std::string_view 
   }
 }
 
+// The end-of-turn markers of the common chat formats (Gemma, ChatML, Llama 3,
+// Phi-3, and the end-of-text tokens of GPT-2-style vocabularies).
+constexpr std::string_view kEndOfTurnPieces[] = {
+    "<end_of_turn>", "<|im_end|>",    "<|eot_id|>",      "<|eom_id|>",
+    "<|end|>",       "<|endoftext|>", "<|end_of_text|>", "<end_of_utterance>"};
+
+// A GGUF names one eos token (and at times an eot token), where a chat model
+// ends its turns with its template's marker and transformers stops on every id
+// of generation_config.json's eos_token_id (Gemma 3: <eos> and
+// <end_of_turn>). The special tokens among kEndOfTurnPieces stop generation
+// too, as they do in llama.cpp.
+void AddEndOfTurnTokens(const Tokenizer& tokenizer, std::vector<int32_t>& eos_ids) {
+  for (std::string_view piece : kEndOfTurnPieces) {
+    const std::optional<int32_t> id = tokenizer.PieceToId(piece);
+    if (id && tokenizer.IsSpecial(*id) && std::ranges::find(eos_ids, *id) == eos_ids.end()) {
+      eos_ids.push_back(*id);
+    }
+  }
+}
+
 absl::Status LoadGguf(const std::string& path, LoadedModel& m) {
   LOOM_ASSIGN_OR_RETURN(const std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
   LOOM_ASSIGN_OR_RETURN(m.config, ConfigFromGguf(*gguf));
   LOOM_ASSIGN_OR_RETURN(m.weights, LoadGgufWeights(*gguf, m.config));
   LOOM_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::FromGguf(*gguf));
+  AddEndOfTurnTokens(*m.tokenizer, m.config.eos_token_ids);
   SetChatTemplate(gguf->GetString("tokenizer.chat_template"), "the GGUF's", m);
   m.generation_defaults = GenerationDefaultsFromGguf(*gguf);
   m.name = fs::path(path).stem().string();

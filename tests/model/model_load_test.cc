@@ -1,5 +1,7 @@
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "model/model.h"
@@ -34,6 +36,26 @@ TEST_P(TinyModelTest, LoadsDirectory) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TinyModelTest,
                          ::testing::Values("llama3", "llama32_tied", "llama2", "mistral", "qwen2",
                                            "qwen3", "mistral_swa"));
+
+// A GGUF names one eos token; the special tokens that end a chat turn stop
+// generation too, as transformers' generation_config.json lists them.
+TEST(ModelLoadTest, GgufStopsOnEndOfTurnTokens) {
+  // The tiny Qwen3 GGUF: eos <|im_end|> (2); <|endoftext|> (0) is special too.
+  absl::StatusOr<std::unique_ptr<LoadedModel>> qwen3 =
+      LoadModel({.path = FixturePath("tiny/qwen3/model.gguf")});
+  ASSERT_TRUE(qwen3.ok()) << qwen3.status();
+  EXPECT_EQ((*qwen3)->config.eos_token_ids, (std::vector<int32_t>{2, 0}));
+  // <|im_start|> opens a turn: not a stop.
+  EXPECT_TRUE((*qwen3)->tokenizer->IsSpecial(1));
+
+  // Gemma 3's GGUF names <eos> (1) alone; transformers stops on <end_of_turn>
+  // (106) as well.
+  const std::string gemma = ::loom::testing::Gemma3GgufIfPresent();
+  if (gemma.empty()) GTEST_SKIP() << "Gemma 3 model not fetched (scripts/setup)";
+  absl::StatusOr<std::unique_ptr<LoadedModel>> m = LoadModel({.path = gemma});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->config.eos_token_ids, (std::vector<int32_t>{1, 106}));
+}
 
 TEST(ModelLoadTest, DummyWeightsFromConfig) {
   absl::StatusOr<std::unique_ptr<LoadedModel>> m = LoadModel(
