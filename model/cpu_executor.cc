@@ -7,10 +7,12 @@
 #include <numeric>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "model/kv_cache_sizing.h"
 
@@ -149,6 +151,31 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
   return e;
 }
 
+namespace {
+
+// "linear weights in q4_k, q6_k blocks" for the weights kept in ggml blocks,
+// in the order first met; empty when none are.
+std::string QuantizedFormats(const LlamaWeights& w) {
+  std::vector<std::string> names;
+  auto add = [&](const LinearWeight& linear) {
+    if (linear.dtype != LinearDType::kQuantized) return;
+    for (const QuantRows& part : linear.parts) {
+      std::string name = kernels::cpu::QuantTypeName(part.type);
+      if (std::ranges::find(names, name) == names.end()) names.push_back(std::move(name));
+    }
+  };
+  for (const LlamaLayerWeights& layer : w.layers) {
+    for (const LinearWeight* linear : {&layer.qkv, &layer.o_proj, &layer.gate_up, &layer.down}) {
+      add(*linear);
+    }
+  }
+  add(w.head());
+  if (names.empty()) return "";
+  return absl::StrCat("linear weights in ", absl::StrJoin(names, ", "), " blocks");
+}
+
+}  // namespace
+
 ExecutorGeometry CpuExecutor::Geometry() const {
   ExecutorGeometry g;
   g.num_blocks = kv_.num_blocks;
@@ -162,6 +189,7 @@ ExecutorGeometry CpuExecutor::Geometry() const {
   // The conversion dtype: with auto it names the weights that are not kept
   // in ggml blocks (weights() tells which are).
   g.dtype = LinearDTypeName(dtype_);
+  g.weight_formats = QuantizedFormats(weights_);
   return g;
 }
 

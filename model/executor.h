@@ -36,6 +36,9 @@ struct ExecutorGeometry {
   // How the KV pool's size and dtype were chosen, for the start-up log;
   // empty when the executor says nothing.
   std::string kv_pool;
+  // Which weights dtype does not describe (linear weights kept in ggml
+  // blocks), for the start-up log; empty when none.
+  std::string weight_formats;
 };
 
 class Executor {

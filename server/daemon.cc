@@ -443,13 +443,15 @@ int Serve(const ServerConfig& config, SignalWatcher& watcher, const LoadedModel&
   }
   (*grpc_server)->SetServing(true);
   ready.store(true);
-  LogLine(absl::StrCat("serving ", served_name, " on ", config.host, ":", (*grpc_server)->port(),
-                       " (gRPC) and ", config.host, ":", (*http)->port(), " (HTTP); device ",
-                       geometry.device, ", dtype ", geometry.dtype, ", ",
-                       frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
-                       " tokens, max_model_len ", engine.max_model_len(),
-                       geometry.kv_pool.empty() ? "" : absl::StrCat(" (", geometry.kv_pool, ")"),
-                       "; ready in ", absl::FormatDuration(absl::Now() - start)));
+  LogLine(absl::StrCat(
+      "serving ", served_name, " on ", config.host, ":", (*grpc_server)->port(), " (gRPC) and ",
+      config.host, ":", (*http)->port(), " (HTTP); device ", geometry.device, ", dtype ",
+      geometry.dtype,
+      geometry.weight_formats.empty() ? "" : absl::StrCat(" (", geometry.weight_formats, ")"), ", ",
+      frontend.Info().num_kv_blocks(), " KV blocks of ", geometry.block_size,
+      " tokens, max_model_len ", engine.max_model_len(),
+      geometry.kv_pool.empty() ? "" : absl::StrCat(" (", geometry.kv_pool, ")"), "; ready in ",
+      absl::FormatDuration(absl::Now() - start)));
 
   const bool signalled = WaitForSignalOrFailure(watcher, engine, config.engine_stall_timeout,
                                                 **grpc_server, **http, api_keys);

@@ -71,7 +71,8 @@ ExecutorGeometry FakeExecutor::Geometry() const {
           .prompt_logprobs = options_.prompt_logprobs,
           .vocab_size = options_.vocab_size,
           .kv_layout = options_.kv_layout,
-          .kv_pool = "fake executor: no KV pool"};
+          .kv_pool = "fake executor: no KV pool",
+          .weight_formats = ""};
 }
 
 void FakeExecutor::AddPromptLogprobs(const ScheduledSeq& seq, StepResult& result) {

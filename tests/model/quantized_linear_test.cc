@@ -320,6 +320,9 @@ TEST(QuantizedLinearTest, DefaultGgufKeepsItsBlocks) {
   // Tied: the head multiplies by the table's own blocks.
   ExpectParts(w.head(), {{QuantType::kQ8_0, w.embed.n}});
   EXPECT_EQ(&w.head(), &w.embed);
+  // The start-up log names the block types beside the conversion dtype.
+  EXPECT_EQ(e->Geometry().dtype, "bfloat16");
+  EXPECT_EQ(e->Geometry().weight_formats, "linear weights in q4_1, q8_0 blocks");
 }
 
 }  // namespace
