@@ -23,24 +23,19 @@ std::string ChunkOf(std::string_view data) {
   return absl::StrCat(absl::Hex(data.size()), "\r\n", Absl(data), "\r\n");
 }
 
+constexpr std::string_view kLastChunk = "0\r\n\r\n";
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr std::string_view kJson = "application/json";
+
 }  // namespace
 
 std::string TransportErrorBody(int status, std::string_view message) {
-  if (!message.empty() && message.back() == '\n') message.remove_suffix(1);
   const char* type = status >= 500 ? (status == 503 ? "service_unavailable_error" : "server_error")
                                    : "invalid_request_error";
   const nlohmann::json body = {
       {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}};
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
-
-namespace {
-
-constexpr std::string_view kLastChunk = "0\r\n\r\n";
-constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-constexpr std::string_view kJson = "application/json";
-
-}  // namespace
 
 void Session::Start() {
   server_.Register(id_, weak_from_this());
@@ -98,17 +93,17 @@ void Session::OnHead(const error_code& ec) {
   }
   if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
     Reject(431, absl::StrCat("the request head is over the limit of ",
-                             server_.options().max_header_bytes, " bytes\n"));
+                             server_.options().max_header_bytes, " bytes"));
     return;
   }
   if (ec == http::error::body_limit) {
     Reject(413, absl::StrCat("the request body is over --http_max_body_bytes=",
-                             server_.options().max_body_bytes, "\n"));
+                             server_.options().max_body_bytes));
     return;
   }
   if (ec && ec.category() == http::make_error_code(http::error::bad_method).category() &&
       ec != http::error::end_of_stream && ec != http::error::partial_message) {
-    Reject(400, absl::StrCat("malformed HTTP request: ", ec.message(), "\n"));
+    Reject(400, absl::StrCat("malformed HTTP request: ", ec.message()));
     return;
   }
   if (ec) {
@@ -140,7 +135,7 @@ void Session::OnBody(const error_code& ec) {
   }
   if (ec == http::error::body_limit) {
     Reject(413, absl::StrCat("the request body is over --http_max_body_bytes=",
-                             server_.options().max_body_bytes, "\n"));
+                             server_.options().max_body_bytes));
     return;
   }
   if (ec) {
