@@ -33,13 +33,30 @@ constexpr int64_t kRowsPerSlice = 16;
 // leave the hardware prefetchers behind: batch-1 decode of SmolLM2 measured
 // 2x slower), at most this many so that a thread the OS delays holds up little.
 constexpr int64_t kMaxRowsPerTask = 256;
-// From this many rows of x on (prefill), a task decodes its rows of W to
-// float32 once per slice and runs the float32 tiles; below it the tiles decode
-// W in registers, once per 4 rows of x. Decode batches are bound by reading W,
-// and there the register path is faster up to 16 rows at least (SmolLM2, 16
-// sequences: 31 ms a step against 36 ms widening); from 64 rows on, widening
-// wins by about 10%.
+// From this many rows of x on, a task decodes its rows of W to float32 once
+// per slice and runs the float32 tiles (or the panels); below it the tiles
+// decode W in registers, once per 4 rows of x. Both give the same bits. With
+// AVX2 the register path is faster up to 16 rows at least (SmolLM2, 16
+// sequences: 31 ms a step against 36 ms widening; from 64 rows on, widening
+// wins by about 10%).
 constexpr int32_t kWidenMinRows = 32;
+// With AVX-512 the float32 tiles run at about 180 GFLOP/s at 16 rows and the
+// register tiles on Q4_1 at 135 (2 threads, BM_Matmul against
+// BM_MatmulQuant), and widening wins from 8 rows on for every type whose
+// decoding costs more than Q8_0's (BM_MatmulQuant at 8 rows: Q4_1 1536 x 576
+// 98-113 against 109-151 us, Q5_0 4096 x 640 315-319 against 465-469, Q4_K
+// 193-205 against 251-275, Q6_K 211-222 against 306-320; at 4 rows about
+// equal). Whole steps, alternating runs on a 2-core VM: BM_Decode/16/2 (16
+// sequences of SmolLM2) 37.5-49.7 ms, best 37.5, against 40.7-46.1, best
+// 40.7; Gemma 3 270M at 16 streams (loom bench) 164 against 153 tok/s. Q8_0
+// decodes in two instructions, and its large matrices (the output heads:
+// 49152 x 576 at 8 rows 5.2-6.1 against 4.3-4.8 ms) keep the register path.
+constexpr int32_t kWidenMinRowsAvx512 = 8;
+
+int32_t WidenMinRows(QuantType type, SimdLevel level) {
+  return level == SimdLevel::kAvx512 && type != QuantType::kQ8_0 ? kWidenMinRowsAvx512
+                                                                 : kWidenMinRows;
+}
 
 // The decoders' SIMD levels (F16C widens the fp16 scales): the tiles' ones.
 #define LOOM_AVX2 LOOM_TILES_AVX2
@@ -338,7 +355,7 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
     int8::MatmulInt8(p, pool, rows_per_task);
     return;
   }
-  if (p.m >= kWidenMinRows || kernels.tiles == nullptr) {
+  if (p.m >= WidenMinRows(p.type, level) || kernels.tiles == nullptr) {
     tiles::RunWidened(ops, pool, level, rows_per_task, kRowsPerSlice,
                       [&](const std::byte* rows, int64_t count, float* out) {
                         if (kernels.dequant != nullptr) {

@@ -166,7 +166,8 @@ TEST(MatmulQuantTest, EveryPathEqualsMatmulOnDequantizedWeights) {
 }
 
 // A row of x gets the same output bits in every batch of up to 32 rows (the
-// register tiles, decode) and in every batch of more (the panel GEMM,
+// register tiles, or the float32 tiles on W widened once, as AVX-512 does
+// from 8 rows on: decode) and in every batch of more (the panel GEMM,
 // prefill), which sums in another order: there it stays within float32's
 // rounding of the exact product.
 TEST(MatmulQuantTest, RowResultDependsOnlyOnWhichSideOf32RowsItsBatchIs) {
