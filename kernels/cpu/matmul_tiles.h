@@ -346,6 +346,13 @@ void RunWidened(const Operands<W>& p, ParallelFor& pool, SimdLevel level, int64_
     w_f32.resize(static_cast<size_t>(std::min(slice_rows, n_end - n_begin)) * p.k);
     for (int64_t begin = n_begin; begin < n_end; begin += slice_rows) {
       const int64_t rows = std::min(slice_rows, n_end - begin);
+      // The next slice's rows are read from memory while this one's products
+      // run (decode batches stream W from DRAM, and the widening stalled on it).
+      const int64_t next_rows = std::min(slice_rows, n_end - begin - rows);
+      const char* next = reinterpret_cast<const char*>(p.w + (begin + rows) * p.ldw);
+      for (int64_t off = 0; off < next_rows * p.ldw * static_cast<int64_t>(sizeof(W)); off += 64) {
+        _mm_prefetch(next + off, _MM_HINT_T1);
+      }
       widen(p.w + begin * p.ldw, rows, w_f32.data());
       MatmulSerial({p.x, w_f32.data(), p.bias ? p.bias + begin : nullptr, p.y + begin, p.m,
                     static_cast<int32_t>(rows), p.k, p.ldx, p.ldy},
