@@ -52,13 +52,7 @@ constexpr absl::Duration kHealthPollInterval = absl::Milliseconds(200);
 constexpr absl::Duration kListenerGrace = absl::Seconds(2);
 
 DType DummyDType(const std::string& dtype) {
-  if (dtype == "float32") {
-    return DType::kF32;
-  }
-  if (dtype == "float16") {
-    return DType::kF16;
-  }
-  return DType::kBF16;
+  return dtype == "float32" ? DType::kF32 : dtype == "float16" ? DType::kF16 : DType::kBF16;
 }
 
 EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& model,
