@@ -16,6 +16,9 @@ namespace loom::kernels::cpu {
 namespace {
 
 constexpr int kChunk = 32;
+// The int8 screen (ScanVnni8): x's channels with the largest values stay int16.
+constexpr int kOutliers = 32;
+constexpr int kChunk8 = 64;
 constexpr float kWMax = 127.0f;
 constexpr float kXMax = 32767.0f;
 // Rows of x scored together (their sums stay in registers).
@@ -144,7 +147,97 @@ LOOM_SCREEN_VNNI __m256i DotsVnni(const int8_t* w, int32_t k, const int16_t* p, 
   return LaneSums(half);
 }
 
+#define LOOM_SCREEN_VNNI8 \
+  __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+
+// The int8 dots: x rounded to int8 but for its kOutliers largest channels U,
+// which are int16 on the same scale. vpdpbusd multiplies unsigned by signed
+// bytes, so W's bytes are offset by 128 (their sign bit flipped) and the
+// caller subtracts 128 * sum q_i. u holds the rows' values at U and wu W's,
+// as int16. A lane sums k / 16 products of at most 255 * 127 and two of at
+// most 127 * 32767: far below 2^31 for k <= kMaxK.
+template <int R>
+LOOM_SCREEN_VNNI8 __m256i DotsVnni8(const int8_t* w, int32_t k, const int8_t* q, const int16_t* u,
+                                    __m512i wu) {
+  __m512i acc[kRowsPerPass];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRowsPerPass; ++i) acc[i] = _mm512_setzero_si512();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 2
+  for (int32_t c = 0; c < k; c += kChunk8) {
+    const __m512i wc = _mm512_xor_si512(_mm512_loadu_si512(w + c), flip);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      acc[i] = _mm512_dpbusd_epi32(acc[i], wc, _mm512_loadu_si512(q + i * k + c));
+    }
+  }
+  __m256i half[kRowsPerPass];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRowsPerPass; ++i) {
+    if (i < R) acc[i] = _mm512_dpwssd_epi32(acc[i], wu, _mm512_loadu_si512(u + i * kOutliers));
+    half[i] =
+        _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
+  }
+  return LaneSums(half);
+}
+
+// W's values at U, as int16: a masked vpermb per 64-byte chunk of the row.
+LOOM_SCREEN_VNNI8 __m512i GatherOutliers(const int8_t* w, int32_t k, const uint64_t* lanes,
+                                         const uint8_t* index) {
+  __m512i g = _mm512_setzero_si512();
+  for (int32_t c = 0; c < k; c += kChunk8) {
+    const int32_t chunk = c / kChunk8;
+    g = _mm512_mask_permutexvar_epi8(g, lanes[chunk], _mm512_loadu_si512(index + c),
+                                     _mm512_loadu_si512(w + c));
+  }
+  return _mm512_cvtepi8_epi16(_mm512_castsi512_si256(g));
+}
+
 #pragma GCC diagnostic pop
+
+using Dots8Fn = __m256i (*)(const int8_t*, int32_t, const int8_t*, const int16_t*, __m512i);
+constexpr Dots8Fn kVnni8Dots[kRowsPerPass] = {&DotsVnni8<1>, &DotsVnni8<2>, &DotsVnni8<3>,
+                                              &DotsVnni8<4>, &DotsVnni8<5>, &DotsVnni8<6>,
+                                              &DotsVnni8<7>, &DotsVnni8<8>};
+
+// The int8 screen where the AVX-512 level is in use and the CPU has VNNI and
+// VBMI (vpermb).
+bool Vnni8Screen() {
+#if defined(__x86_64__)
+  static const bool yes = DetectedSimd() == SimdLevel::kAvx512 &&
+                          __builtin_cpu_supports("avx512vnni") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// One pass's scores a = s_j t_i dots and bounds B (header) against the rows'
+// lower bounds: the rows of x whose upper bound reaches theirs keep row j.
+template <class Rows>
+LOOM_SCREEN_AVX2 __attribute__((always_inline)) inline void OfferPass(
+    __m256i dots, int64_t j, int32_t i0, int rows, const float* sw, const float* t,
+    const float* coef_w, const float* coef_e, float* lower, std::vector<Rows>& local) {
+  const __m256 score = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dots), _mm256_set1_ps(sw[0])),
+                                     _mm256_loadu_ps(t + i0));
+  const __m256 bound =
+      _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(coef_w + i0), _mm256_set1_ps(sw[1])),
+                    _mm256_mul_ps(_mm256_loadu_ps(coef_e + i0), _mm256_set1_ps(sw[2])));
+  const __m256 lo = _mm256_max_ps(_mm256_loadu_ps(lower + i0), _mm256_sub_ps(score, bound));
+  _mm256_storeu_ps(lower + i0, lo);
+  const __m256 hi = _mm256_add_ps(score, bound);
+  int mask = _mm256_movemask_ps(_mm256_cmp_ps(hi, lo, _CMP_GE_OQ)) & ((1 << rows) - 1);
+  if (mask == 0) return;
+  alignas(32) float upper[kRowsPerPass];
+  _mm256_store_ps(upper, hi);
+  for (; mask != 0; mask &= mask - 1) {
+    const int r = __builtin_ctz(static_cast<unsigned>(mask));
+    Rows& c = local[i0 + r];
+    c.lower = lower[i0 + r];
+    c.Keep(static_cast<int32_t>(j), upper[r]);
+  }
+}
 
 using DotsFn = __m256i (*)(const int8_t*, int32_t, const int16_t*, int64_t);
 
@@ -186,6 +279,97 @@ struct HeadScreen::RowCandidates {
   }
 };
 
+// x for the int8 screen (ScanVnni8): row i is t_i (q_i + u_i), q_i int8
+// with U's channels zero and u_i int16 at U; U is the step's kOutliers
+// channels with the largest |x| over its rows (a row's largest values are
+// what would coarsen its int8 scale, and a final norm's large values sit in
+// a few channels shared by every row). Its error r_i and the bound's terms are
+// those of the int16 rounding; only r_i is larger.
+struct HeadScreen::Int8X {
+  int32_t m = 0;
+  std::vector<int8_t> q;                 // [m, k]
+  std::vector<int16_t> u;                // [m, kOutliers], in U's order
+  std::vector<int32_t> offset;           // [padded] 128 * sum of q_i: the dots' unsigned offset
+  std::vector<float> t, coef_w, coef_e;  // [padded]
+  // Per 64-byte chunk of a row of W: bit l set where U[l] lies in it, and
+  // byte l is U[l]'s position there (vpermb's index).
+  std::vector<uint64_t> lanes;  // [k / 64]
+  std::vector<uint8_t> index;   // [k / 64, 64]
+
+  bool Round(const float* x, int32_t rows, int32_t ldx, int32_t k);
+};
+
+bool HeadScreen::Int8X::Round(const float* x, int32_t rows, int32_t ldx, int32_t k) {
+  m = rows;
+  std::vector<float> top(k, 0.0f);
+  for (int32_t i = 0; i < m; ++i) {
+    for (int32_t c = 0; c < k; ++c) {
+      const float v = x[static_cast<int64_t>(i) * ldx + c];
+      if (!std::isfinite(v)) return false;
+      top[c] = std::max(top[c], std::fabs(v));
+    }
+  }
+  std::vector<int32_t> order(k);
+  for (int32_t c = 0; c < k; ++c) order[c] = c;
+  std::nth_element(order.begin(), order.begin() + kOutliers, order.end(),
+                   [&top](int32_t a, int32_t b) { return top[a] > top[b]; });
+  std::sort(order.begin(), order.begin() + kOutliers);
+  std::vector<int32_t> lane_of(k, -1);
+  lanes.assign(k / kChunk8, 0);
+  index.assign(k, 0);
+  for (int32_t l = 0; l < kOutliers; ++l) {
+    const int32_t c = order[l];
+    lane_of[c] = l;
+    lanes[c / kChunk8] |= uint64_t{1} << l;
+    index[c / kChunk8 * kChunk8 + l] = static_cast<uint8_t>(c % kChunk8);
+  }
+  const int32_t padded = (m + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
+  q.assign(static_cast<size_t>(m) * k, 0);
+  u.assign(static_cast<size_t>(m) * kOutliers, 0);
+  offset.assign(padded, 0);
+  t.assign(padded, 0.0f);
+  coef_w.assign(padded, 0.0f);
+  coef_e.assign(padded, 0.0f);
+  for (int32_t i = 0; i < m; ++i) {
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    float amax = 0.0f, amax_u = 0.0f;
+    double abs_sum = 0.0;
+    for (int32_t c = 0; c < k; ++c) {
+      float& largest = lane_of[c] < 0 ? amax : amax_u;
+      largest = std::max(largest, std::fabs(xi[c]));
+      abs_sum += std::fabs(xi[c]);
+    }
+    // One scale for both parts: the int8 one unless U's values would not fit
+    // in int16 on it.
+    const float scale = std::max(amax / kWMax, amax_u / kXMax);
+    double err = 0.0;
+    int32_t sum = 0;
+    for (int32_t c = 0; c < k; ++c) {
+      const float r = scale > 0.0f ? std::nearbyint(xi[c] / scale) : 0.0f;
+      double value = 0.0;
+      if (lane_of[c] < 0) {
+        const auto v = static_cast<int8_t>(std::clamp(r, -kWMax, kWMax));
+        q[static_cast<size_t>(i) * k + c] = v;
+        sum += v;
+        value = v;
+      } else {
+        const auto v = static_cast<int16_t>(std::clamp(r, -kXMax, kXMax));
+        u[static_cast<size_t>(i) * kOutliers + lane_of[c]] = v;
+        value = v;
+      }
+      err =
+          std::max(err, std::fabs(static_cast<double>(xi[c]) - static_cast<double>(scale) * value));
+    }
+    t[i] = scale;
+    offset[i] = 128 * sum;
+    const double largest = std::max(amax, amax_u);
+    const double c = (k + 64) * kUnit * (largest * (1.0 + kUnit) + err);
+    coef_w[i] = Up((err + c) * kBoundSlack);
+    coef_e[i] = Up(abs_sum * kBoundSlack);
+  }
+  return true;
+}
+
 LOOM_SCREEN_AVX2 void HeadScreen::ScanAvx2(const int16_t* p, const float* t, const float* coef_w,
                                            const float* coef_e, int32_t m, int64_t begin,
                                            int64_t end, std::vector<RowCandidates>& local) const {
@@ -193,36 +377,88 @@ LOOM_SCREEN_AVX2 void HeadScreen::ScanAvx2(const int16_t* p, const float* t, con
   const int32_t passes = (m + kRowsPerPass - 1) / kRowsPerPass;
   std::vector<float> lower(static_cast<size_t>(passes) * kRowsPerPass,
                            -std::numeric_limits<float>::infinity());
-  alignas(32) float upper[kRowsPerPass];
   const DotsFn* const dots_of = ScreenDots();
   for (int64_t j = begin; j < end; ++j) {
     const int8_t* w = &q_[static_cast<size_t>(j) * k];
-    const __m256 sj = _mm256_set1_ps(scale_[j]);
-    const __m256 wj = _mm256_set1_ps(weight_[j]);
-    const __m256 ej = _mm256_set1_ps(err_[j]);
+    const float sw[3] = {scale_[j], weight_[j], err_[j]};
     for (int32_t pass = 0; pass < passes; ++pass) {
       const int32_t i0 = pass * kRowsPerPass;
       const int rows = std::min(kRowsPerPass, m - i0);
       const __m256i dots = dots_of[rows - 1](w, k, p + static_cast<size_t>(i0) * k, k);
-      const __m256 score =
-          _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dots), sj), _mm256_loadu_ps(t + i0));
-      const __m256 bound = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(coef_w + i0), wj),
-                                         _mm256_mul_ps(_mm256_loadu_ps(coef_e + i0), ej));
-      const __m256 lo = _mm256_max_ps(_mm256_loadu_ps(&lower[i0]), _mm256_sub_ps(score, bound));
-      _mm256_storeu_ps(&lower[i0], lo);
-      const __m256 hi = _mm256_add_ps(score, bound);
-      int mask = _mm256_movemask_ps(_mm256_cmp_ps(hi, lo, _CMP_GE_OQ)) & ((1 << rows) - 1);
-      if (mask == 0) continue;
-      _mm256_store_ps(upper, hi);
-      for (; mask != 0; mask &= mask - 1) {
-        const int r = __builtin_ctz(static_cast<unsigned>(mask));
-        RowCandidates& c = local[i0 + r];
-        c.lower = lower[i0 + r];
-        c.Keep(static_cast<int32_t>(j), upper[r]);
-      }
+      OfferPass(dots, j, i0, rows, sw, t, coef_w, coef_e, lower.data(), local);
     }
   }
   for (int32_t i = 0; i < m; ++i) local[i].lower = lower[i];
+}
+
+LOOM_SCREEN_VNNI8 void HeadScreen::ScanVnni8(const Int8X& x, int64_t begin, int64_t end,
+                                             std::vector<RowCandidates>& local) const {
+  const int32_t k = k_;
+  const int32_t m = x.m;
+  const int32_t passes = (m + kRowsPerPass - 1) / kRowsPerPass;
+  std::vector<float> lower(static_cast<size_t>(passes) * kRowsPerPass,
+                           -std::numeric_limits<float>::infinity());
+  for (int64_t j = begin; j < end; ++j) {
+    const int8_t* w = &q_[static_cast<size_t>(j) * k];
+    const __m512i wu = GatherOutliers(w, k, x.lanes.data(), x.index.data());
+    const float sw[3] = {scale_[j], weight_[j], err_[j]};
+    for (int32_t pass = 0; pass < passes; ++pass) {
+      const int32_t i0 = pass * kRowsPerPass;
+      const int rows = std::min(kRowsPerPass, m - i0);
+      const __m256i dots =
+          _mm256_sub_epi32(kVnni8Dots[rows - 1](w, k, &x.q[static_cast<size_t>(i0) * k],
+                                                &x.u[static_cast<size_t>(i0) * kOutliers], wu),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&x.offset[i0])));
+      OfferPass(dots, j, i0, rows, sw, x.t.data(), x.coef_w.data(), x.coef_e.data(), lower.data(),
+                local);
+    }
+  }
+  for (int32_t i = 0; i < m; ++i) local[i].lower = lower[i];
+}
+
+bool HeadScreen::ScanInt16(
+    const float* x, int32_t m, int32_t ldx, ParallelFor& pool,
+    const std::function<void(const std::vector<RowCandidates>&)>& merge) const {
+  const int32_t k = k_;
+  // x rounded to int16 per row, and each row's two bound coefficients:
+  // B_ij = coef_w[i] * weight_[j] + coef_e[i] * err_[j].
+  std::vector<int16_t> p(static_cast<size_t>(m) * k);
+  // Padded to whole passes for the vector loads (the rows past m are zero).
+  const int32_t padded = (m + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
+  std::vector<float> t(padded, 0.0f), coef_w(padded, 0.0f), coef_e(padded, 0.0f);
+  for (int32_t i = 0; i < m; ++i) {
+    const float* xi = x + static_cast<int64_t>(i) * ldx;
+    double r = 0.0, abs_sum = 0.0;
+    if (!RoundRow(xi, k, kXMax, &p[static_cast<size_t>(i) * k], t[i], r, abs_sum)) return false;
+    const double amax = static_cast<double>(t[i]) * kXMax;
+    const double c = (k + 64) * kUnit * (amax * (1.0 + kUnit) + r);
+    coef_w[i] = Up((r + c) * kBoundSlack);
+    coef_e[i] = Up(abs_sum * kBoundSlack);
+  }
+  const bool avx2 = DetectedSimd() != SimdLevel::kScalar;
+  pool.Run(n_, kScanRowsPerTask, [&](int64_t begin, int64_t end) {
+    std::vector<RowCandidates> local(m);
+    if (avx2) {
+      ScanAvx2(p.data(), t.data(), coef_w.data(), coef_e.data(), m, begin, end, local);
+    } else {
+      int32_t dots[kRowsPerPass];
+      for (int64_t j = begin; j < end; ++j) {
+        const int8_t* w = &q_[static_cast<size_t>(j) * k];
+        for (int32_t i0 = 0; i0 < m; i0 += kRowsPerPass) {
+          const int rows = std::min(kRowsPerPass, m - i0);
+          DotsScalar(w, k, &p[static_cast<size_t>(i0) * k], k, rows, dots);
+          for (int r = 0; r < rows; ++r) {
+            const int32_t i = i0 + r;
+            const float score = static_cast<float>(dots[r]) * scale_[j] * t[i];
+            local[i].Offer(static_cast<int32_t>(j), score,
+                           coef_w[i] * weight_[j] + coef_e[i] * err_[j]);
+          }
+        }
+      }
+    }
+    merge(local);
+  });
+  return true;
 }
 
 HeadScreen HeadScreen::Build(int32_t n, int32_t k, const RowSource& rows, ParallelFor& pool) {
@@ -260,52 +496,26 @@ int64_t HeadScreen::NumBytes() const {
 bool HeadScreen::Candidates(const float* x, int32_t m, int32_t ldx, ParallelFor& pool,
                             std::vector<std::vector<int32_t>>& out) const {
   LOOM_CHECK(Ready());
-  const int32_t k = k_;
-  // x rounded to int16 per row, and each row's two bound coefficients:
-  // B_ij = coef_w[i] * weight_[j] + coef_e[i] * err_[j].
-  std::vector<int16_t> p(static_cast<size_t>(m) * k);
-  // Padded to whole passes for the vector loads (the rows past m are zero).
-  const int32_t padded = (m + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
-  std::vector<float> t(padded, 0.0f), coef_w(padded, 0.0f), coef_e(padded, 0.0f);
-  for (int32_t i = 0; i < m; ++i) {
-    const float* xi = x + static_cast<int64_t>(i) * ldx;
-    double r = 0.0, abs_sum = 0.0;
-    if (!RoundRow(xi, k, kXMax, &p[static_cast<size_t>(i) * k], t[i], r, abs_sum)) return false;
-    const double amax = static_cast<double>(t[i]) * kXMax;
-    const double c = (k + 64) * kUnit * (amax * (1.0 + kUnit) + r);
-    coef_w[i] = Up((r + c) * kBoundSlack);
-    coef_e[i] = Up(abs_sum * kBoundSlack);
-  }
-
   std::vector<RowCandidates> merged(m);
   std::mutex mu;
-  const bool avx2 = DetectedSimd() != SimdLevel::kScalar;
-  pool.Run(n_, kScanRowsPerTask, [&](int64_t begin, int64_t end) {
-    std::vector<RowCandidates> local(m);
-    if (avx2) {
-      ScanAvx2(p.data(), t.data(), coef_w.data(), coef_e.data(), m, begin, end, local);
-    } else {
-      int32_t dots[kRowsPerPass];
-      for (int64_t j = begin; j < end; ++j) {
-        const int8_t* w = &q_[static_cast<size_t>(j) * k];
-        for (int32_t i0 = 0; i0 < m; i0 += kRowsPerPass) {
-          const int rows = std::min(kRowsPerPass, m - i0);
-          DotsScalar(w, k, &p[static_cast<size_t>(i0) * k], k, rows, dots);
-          for (int r = 0; r < rows; ++r) {
-            const int32_t i = i0 + r;
-            const float score = static_cast<float>(dots[r]) * scale_[j] * t[i];
-            local[i].Offer(static_cast<int32_t>(j), score,
-                           coef_w[i] * weight_[j] + coef_e[i] * err_[j]);
-          }
-        }
-      }
-    }
+  const auto merge = [&](const std::vector<RowCandidates>& local) {
     std::lock_guard<std::mutex> lock(mu);
     for (int32_t i = 0; i < m; ++i) {
       merged[i].lower = std::max(merged[i].lower, local[i].lower);
       merged[i].rows.insert(merged[i].rows.end(), local[i].rows.begin(), local[i].rows.end());
     }
-  });
+  };
+  if (Vnni8Screen() && k_ % kChunk8 == 0) {
+    Int8X r;
+    if (!r.Round(x, m, ldx, k_)) return false;
+    pool.Run(n_, kScanRowsPerTask, [&](int64_t begin, int64_t end) {
+      std::vector<RowCandidates> local(m);
+      ScanVnni8(r, begin, end, local);
+      merge(local);
+    });
+  } else if (!ScanInt16(x, m, ldx, pool, merge)) {
+    return false;
+  }
 
   out.assign(m, {});
   for (int32_t i = 0; i < m; ++i) {

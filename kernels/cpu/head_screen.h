@@ -12,7 +12,15 @@
 //    1.7 times the float32 tiles' rate at 16 rows on AVX2 (whose 8 FMA
 //    chains a tile hold it to half the FMA peak; BM_HeadScreen against
 //    BM_MatmulQuant). With AVX-512 VNNI, one vpdpwssd per 32 products and
-//    row (about 1.15 times the AVX2 dots on Gemma 3's head).
+//    row (about 1.15 times the AVX2 dots on Gemma 3's head). With VNNI and
+//    VBMI, x is rounded to int8 instead, but for the step's 32 channels with
+//    the largest |x| (a final norm's large values sit in a few channels that
+//    every row shares), which stay int16 on the same scale: one vpdpbusd per
+//    64 products and row, W's 32 values at those channels gathered once per
+//    row of W with vpermb. r_i grows from max|x_i| / 65534 to about the int8
+//    step of the other channels: on real final-norm outputs a few more
+//    candidates (SmolLM2: mean 18 against 5 a row of x; Gemma 3: p90 68
+//    against 17), for 1.45 times the int16 dots' rate on SmolLM2's head.
 // 2. |a_ij - L_ij| <= B_ij for the float32 logit L_ij, with
 //      B_ij = (r_i + c_i) (S_j + k e_j) + e_j |x_i|_1,
 //    S_j >= sum_k |w_jk|, c_i = (k + 64) 2^-24 (|x_i|max + r_i) for the
@@ -56,11 +64,21 @@ class HeadScreen {
 
  private:
   struct RowCandidates;
+  struct Int8X;
+  // Rounds x to int16 and scores every row of W with ScanAvx2 (or scalar
+  // code), merging each task's candidates; false for a non-finite x.
+  bool ScanInt16(const float* x, int32_t m, int32_t ldx, ParallelFor& pool,
+                 const std::function<void(const std::vector<RowCandidates>&)>& merge) const;
   // Scores rows [begin, end) of W against the m rows of x rounded to int16
   // (p, scales t, bound coefficients) with AVX2, its dots with AVX-512 VNNI
   // where the CPU has it, into local.
   void ScanAvx2(const int16_t* p, const float* t, const float* coef_w, const float* coef_e,
                 int32_t m, int64_t begin, int64_t end, std::vector<RowCandidates>& local) const;
+
+  // The int8 screen (AVX-512 VNNI and VBMI): x rounded to int8 but for its
+  // largest channels, one vpdpbusd per 64 products.
+  void ScanVnni8(const Int8X& x, int64_t begin, int64_t end,
+                 std::vector<RowCandidates>& local) const;
 
   int32_t n_ = 0;
   int32_t k_ = 0;

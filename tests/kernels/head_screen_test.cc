@@ -147,6 +147,66 @@ TEST(HeadScreen, NearTiesAndZeroRows) {
   ExpectHoldsTheMaximum(Logits(h, x, 2, pool), h.n, candidates);
 }
 
+// Rows whose large values span more channels than the int8 screen keeps in
+// int16, or are so large that the int16 channels set the scale (where AVX-512
+// VNNI and VBMI run the int8 screen; elsewhere the int16 one).
+TEST(HeadScreen, ManyAndHugeLargeChannels) {
+  ThreadPool pool(2);
+  const Head h = RandomHead(4099, 5, pool);
+  std::mt19937 rng(11);
+  for (float factor : {40.0f, 3e4f, 1e7f}) {
+    for (int32_t large : {1, 31, 33, 80}) {
+      constexpr int32_t kM = 9;
+      std::vector<float> x = RandomX(kM, 20 + large);
+      for (int32_t i = 0; i < kM; ++i) {
+        // Shared channels (as a final norm's are) and a row's own.
+        for (int32_t c = 0; c < large; ++c) x[static_cast<size_t>(i) * kK + c * 7] *= factor;
+        x[static_cast<size_t>(i) * kK + rng() % kK] *= factor;
+      }
+      const auto candidates = Candidates(h, x, kM, pool);
+      ExpectHoldsTheMaximum(Logits(h, x, kM, pool), h.n, candidates);
+    }
+  }
+  // Every value the same, and one row all zeros but for a channel.
+  std::vector<float> x(static_cast<size_t>(2) * kK, 0.5f);
+  std::fill(x.begin() + kK, x.end(), 0.0f);
+  x[kK + 100] = -3.0f;
+  ExpectHoldsTheMaximum(Logits(h, x, 2, pool), h.n, Candidates(h, x, 2, pool));
+}
+
+// W exact in int8 (every bound term but x's rounding is about zero), and
+// rows of x whose rounding to int8 would reverse the two best rows: row 0's
+// score gains 4 where its logit gains 2.06, row 1's 2 where its logit gains
+// 2.75. The winner is a candidate only if x's rounding error is bounded.
+TEST(HeadScreen, RoundingOfXIsBounded) {
+  ThreadPool pool(2);
+  constexpr int32_t kN = 64;
+  constexpr uint16_t kD = 0x2c00;  // 0.0625 in fp16
+  Head h{kN, std::vector<std::byte>(static_cast<size_t>(kN) * kRowBytes), {}};
+  auto q = [&h](int32_t row, int32_t c) -> int8_t& {
+    auto* b = reinterpret_cast<BlockQ8_0*>(h.w.data() + row * kRowBytes) + c / 32;
+    return b->qs[c % 32];
+  };
+  for (int32_t row = 0; row < kN; ++row) {
+    for (int32_t b = 0; b < kK / 32; ++b) {
+      reinterpret_cast<BlockQ8_0*>(h.w.data() + row * kRowBytes)[b].d = kD;
+    }
+    q(row, 0) = 127;
+    if (row >= 2) q(row, 1) = -1;
+  }
+  for (int32_t c : {100, 102, 104, 106}) q(0, c) = 1;
+  for (int32_t c : {101, 103}) q(1, c) = 1;
+  h.Rebuild(pool);
+  // 40 channels at 127 (more than the int16 ones), so x's int8 scale is 1.
+  std::vector<float> x(kK, 0.0f);
+  std::fill_n(x.begin(), 40, 127.0f);
+  for (int32_t c : {100, 102, 104, 106}) x[c] = 0.515625f;
+  for (int32_t c : {101, 103}) x[c] = 1.375f;
+  const std::vector<float> logits = Logits(h, x, 1, pool);
+  ASSERT_EQ(std::max_element(logits.begin(), logits.end()) - logits.begin(), 1);
+  ExpectHoldsTheMaximum(logits, h.n, Candidates(h, x, 1, pool));
+}
+
 TEST(HeadScreen, NonFiniteValuesAndShapesItCannotScreen) {
   ThreadPool pool(2);
   Head h = RandomHead(256, 4, pool);
