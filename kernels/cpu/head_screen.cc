@@ -19,6 +19,10 @@ constexpr int kChunk = 32;
 // The int8 screen (ScanVnni8): x's channels with the largest values stay int16.
 constexpr int kOutliers = 32;
 constexpr int kChunk8 = 64;
+// Rows of W read ahead: the copy streams from DRAM (168 MB on Gemma 3), and
+// under serving load the first read of a row stalled the gather (perf: the
+// scan's own time 16% of a step, 14% with this).
+constexpr int64_t kPrefetchRows = 8;
 constexpr float kWMax = 127.0f;
 constexpr float kXMax = 32767.0f;
 // Rows of x scored together (their sums stay in registers).
@@ -400,6 +404,10 @@ LOOM_SCREEN_VNNI8 void HeadScreen::ScanVnni8(const Int8X& x, int64_t begin, int6
                            -std::numeric_limits<float>::infinity());
   for (int64_t j = begin; j < end; ++j) {
     const int8_t* w = &q_[static_cast<size_t>(j) * k];
+    if (j + kPrefetchRows < end) {
+      const auto* ahead = reinterpret_cast<const char*>(w + kPrefetchRows * k);
+      for (int32_t c = 0; c < k; c += 64) _mm_prefetch(ahead + c, _MM_HINT_T0);
+    }
     const __m512i wu = GatherOutliers(w, k, x.lanes.data(), x.index.data());
     const float sw[3] = {scale_[j], weight_[j], err_[j]};
     for (int32_t pass = 0; pass < passes; ++pass) {

@@ -20,7 +20,7 @@
 //    row of W with vpermb. r_i grows from max|x_i| / 65534 to about the int8
 //    step of the other channels: on real final-norm outputs a few more
 //    candidates (SmolLM2: mean 18 against 5 a row of x; Gemma 3: p90 68
-//    against 17), for 1.45 times the int16 dots' rate on SmolLM2's head.
+//    against 17), and 10-15% off the screening (docs/benchmarks.md).
 // 2. |a_ij - L_ij| <= B_ij for the float32 logit L_ij, with
 //      B_ij = (r_i + c_i) (S_j + k e_j) + e_j |x_i|_1,
 //    S_j >= sum_k |w_jk|, c_i = (k + 64) 2^-24 (|x_i|max + r_i) for the
