@@ -124,6 +124,17 @@ LOOM_SCREEN_AVX2 __m256i DotsAvx2(const int8_t* w, int32_t k, const int16_t* p, 
 
 #define LOOM_SCREEN_VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vnni")))
 
+// Lane i: the sum of the lanes of v[i].
+LOOM_SCREEN_VNNI __attribute__((always_inline)) inline __m256i LaneSums512(
+    const __m512i (&v)[kRowsPerPass]) {
+  __m256i half[kRowsPerPass];
+#pragma GCC unroll 8
+  for (int i = 0; i < kRowsPerPass; ++i) {
+    half[i] = _mm256_add_epi32(_mm512_castsi512_si256(v[i]), _mm512_extracti64x4_epi64(v[i], 1));
+  }
+  return LaneSums(half);
+}
+
 // DotsAvx2 with AVX-512 VNNI: one vpdpwssd multiplies a row's 32 int16
 // values by a chunk of W and adds the pairs into its 16 int32 sums, where
 // AVX2 needs two vpmaddwd and two vpaddd. A lane sums k / 16 products, each at
@@ -142,13 +153,7 @@ LOOM_SCREEN_VNNI __m256i DotsVnni(const int8_t* w, int32_t k, const int16_t* p, 
       acc[i] = _mm512_dpwssd_epi32(acc[i], wc, _mm512_loadu_si512(p + i * ldp + c));
     }
   }
-  __m256i half[kRowsPerPass];
-#pragma GCC unroll 8
-  for (int i = 0; i < kRowsPerPass; ++i) {
-    half[i] =
-        _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
-  }
-  return LaneSums(half);
+  return LaneSums512(acc);
 }
 
 #define LOOM_SCREEN_VNNI8 \
@@ -175,14 +180,11 @@ LOOM_SCREEN_VNNI8 __m256i DotsVnni8(const int8_t* w, int32_t k, const int8_t* q,
       acc[i] = _mm512_dpbusd_epi32(acc[i], wc, _mm512_loadu_si512(q + i * k + c));
     }
   }
-  __m256i half[kRowsPerPass];
 #pragma GCC unroll 8
-  for (int i = 0; i < kRowsPerPass; ++i) {
-    if (i < R) acc[i] = _mm512_dpwssd_epi32(acc[i], wu, _mm512_loadu_si512(u + i * kOutliers));
-    half[i] =
-        _mm256_add_epi32(_mm512_castsi512_si256(acc[i]), _mm512_extracti64x4_epi64(acc[i], 1));
+  for (int i = 0; i < R; ++i) {
+    acc[i] = _mm512_dpwssd_epi32(acc[i], wu, _mm512_loadu_si512(u + i * kOutliers));
   }
-  return LaneSums(half);
+  return LaneSums512(acc);
 }
 
 // W's values at U, as int16: a masked vpermb per 64-byte chunk of the row.
