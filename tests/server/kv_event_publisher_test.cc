@@ -234,6 +234,9 @@ class KvEventPublisherTest : public ::testing::Test {
 TEST_F(KvEventPublisherTest, SubscriberReadsTopicSequenceAndPayload) {
   ASSERT_THAT(publisher_->endpoint(), ::testing::StartsWith("tcp://127.0.0.1:"));
   ASSERT_NE(publisher_->endpoint(), "tcp://127.0.0.1:*");
+  // Batch 0 (AllBlocksCleared) goes out before anyone subscribes; a slow
+  // start of the publisher's thread could otherwise send it to this one.
+  WaitUntilSent(1);
   Socket sub(context_, ZMQ_SUB);
   ASSERT_EQ(zmq_setsockopt(sub.get(), ZMQ_SUBSCRIBE, "kv@", 3), 0);
   ASSERT_EQ(zmq_connect(sub.get(), publisher_->endpoint().c_str()), 0);
