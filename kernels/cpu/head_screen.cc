@@ -63,6 +63,15 @@ bool RoundRow(const float* v, int32_t k, float qmax, Q* q, float& scale, double&
   return true;
 }
 
+// Row i's two bound coefficients (header, B_ij = coef_w * weight_j +
+// coef_e * e_j) from its largest |x|, its rounding error and sum |x|.
+void XBoundCoefficients(int32_t k, double amax, double err, double abs_sum, float& coef_w,
+                        float& coef_e) {
+  const double c = (k + 64) * kUnit * (amax * (1.0 + kUnit) + err);
+  coef_w = Up((err + c) * kBoundSlack);
+  coef_e = Up(abs_sum * kBoundSlack);
+}
+
 void DotsScalar(const int8_t* w, int32_t k, const int16_t* p, int64_t ldp, int rows, int32_t* out) {
   for (int i = 0; i < rows; ++i) {
     int64_t sum = 0;
@@ -206,19 +215,6 @@ constexpr Dots8Fn kVnni8Dots[kRowsPerPass] = {&DotsVnni8<1>, &DotsVnni8<2>, &Dot
                                               &DotsVnni8<4>, &DotsVnni8<5>, &DotsVnni8<6>,
                                               &DotsVnni8<7>, &DotsVnni8<8>};
 
-// The int8 screen where the AVX-512 level is in use and the CPU has VNNI and
-// VBMI (vpermb).
-bool Vnni8Screen() {
-#if defined(__x86_64__)
-  static const bool yes = DetectedSimd() == SimdLevel::kAvx512 &&
-                          __builtin_cpu_supports("avx512vnni") &&
-                          __builtin_cpu_supports("avx512vbmi");
-  return yes;
-#else
-  return false;
-#endif
-}
-
 // One pass's scores a = s_j t_i dots and bounds B (header) against the rows'
 // lower bounds: the rows of x whose upper bound reaches theirs keep row j.
 template <class Rows>
@@ -261,6 +257,17 @@ const DotsFn* ScreenDots() {
   if (vnni) return kVnniDots;
 #endif
   return kAvx2Dots;
+}
+
+// The int8 screen where the VNNI dots are in use and the CPU also has VBMI
+// (vpermb).
+bool Vnni8Screen() {
+#if defined(__x86_64__)
+  static const bool yes = ScreenDots() == kVnniDots && __builtin_cpu_supports("avx512vbmi");
+  return yes;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -368,10 +375,7 @@ bool HeadScreen::Int8X::Round(const float* x, int32_t rows, int32_t ldx, int32_t
     }
     t[i] = scale;
     offset[i] = 128 * sum;
-    const double largest = std::max(amax, amax_u);
-    const double c = (k + 64) * kUnit * (largest * (1.0 + kUnit) + err);
-    coef_w[i] = Up((err + c) * kBoundSlack);
-    coef_e[i] = Up(abs_sum * kBoundSlack);
+    XBoundCoefficients(k, std::max(amax, amax_u), err, abs_sum, coef_w[i], coef_e[i]);
   }
   return true;
 }
@@ -440,10 +444,7 @@ bool HeadScreen::ScanInt16(
     const float* xi = x + static_cast<int64_t>(i) * ldx;
     double r = 0.0, abs_sum = 0.0;
     if (!RoundRow(xi, k, kXMax, &p[static_cast<size_t>(i) * k], t[i], r, abs_sum)) return false;
-    const double amax = static_cast<double>(t[i]) * kXMax;
-    const double c = (k + 64) * kUnit * (amax * (1.0 + kUnit) + r);
-    coef_w[i] = Up((r + c) * kBoundSlack);
-    coef_e[i] = Up(abs_sum * kBoundSlack);
+    XBoundCoefficients(k, static_cast<double>(t[i]) * kXMax, r, abs_sum, coef_w[i], coef_e[i]);
   }
   const bool avx2 = DetectedSimd() != SimdLevel::kScalar;
   pool.Run(n_, kScanRowsPerTask, [&](int64_t begin, int64_t end) {
