@@ -131,6 +131,9 @@ std::vector<int> HalfFields(kc::QuantType type) {
 // 270M's Q5_0 q/k/v and gate/up, Q4_K and Q6_K o_proj and down, Q8_0 tied
 // lm_head). Fourth argument: the QuantType (0 = Q8_0, 1 = Q4_0, 2 = Q4_1,
 // 3 = Q5_0, 7 = Q4_K, 9 = Q6_K).
+// kInt16: x rounded to int16 (MatmulQuantParams::int16_x) where the CPU has
+// AVX-512 VNNI.
+template <bool kInt16>
 void BM_MatmulQuant(benchmark::State& state) {
   const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
   const auto type = static_cast<kc::QuantType>(state.range(3));
@@ -150,12 +153,12 @@ void BM_MatmulQuant(benchmark::State& state) {
     }
   }
   std::vector<float> y(static_cast<size_t>(m) * n);
-  for (auto _ : state) {
-    kc::MatmulQuant({x.data(), w.data(), type, nullptr, y.data(), m, n, k, k, n}, Pool());
-  }
+  kc::MatmulQuantParams p{x.data(), w.data(), type, nullptr, y.data(), m, n, k, k, n};
+  p.int16_x = kInt16;
+  for (auto _ : state) kc::MatmulQuant(p, Pool());
   SetRates(state, 2.0 * m * n * k, static_cast<double>(w.size()) + 4.0 * (m * k + m * n));
 }
-BENCHMARK(BM_MatmulQuant)
+BENCHMARK(BM_MatmulQuant<false>)
     ->ArgsProduct({{1, 16}, {1536, 576}, {576}, {2}})
     ->ArgsProduct({{1, 2, 4, 16}, {49152}, {576}, {0}})
     ->Args({1, 1536, 576, 0})
@@ -165,6 +168,15 @@ BENCHMARK(BM_MatmulQuant)
     ->ArgsProduct({{1, 16, 32}, {4096}, {640}, {3}})
     ->ArgsProduct({{1, 16, 32}, {640}, {2048}, {7, 9}})
     ->ArgsProduct({{16}, {262144}, {640}, {0}})
+    ->Args({512, 4096, 640, 3})
+    ->Args({512, 640, 2048, 7})
+    ->UseRealTime();
+BENCHMARK(BM_MatmulQuant<true>)
+    ->ArgsProduct({{4, 8, 16}, {1536, 576}, {576}, {2}})
+    ->Args({16, 576, 1536, 2})
+    ->Args({512, 1536, 576, 2})
+    ->ArgsProduct({{16, 32}, {4096}, {640}, {3}})
+    ->ArgsProduct({{16, 32}, {640}, {2048}, {7, 9}})
     ->Args({512, 4096, 640, 3})
     ->Args({512, 640, 2048, 7})
     ->UseRealTime();

@@ -83,9 +83,9 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
   for (const auto& [name, value] :
        {std::pair{"cpu_prefill_precision", &options.cpu_prefill_precision},
         std::pair{"cpu_decode_precision", &options.cpu_decode_precision}}) {
-    if (*value != "float32" && *value != "int8") {
+    if (*value != "float32" && *value != "int16" && *value != "int8") {
       return absl::InvalidArgumentError(
-          absl::StrCat(name, " ", *value, " is not supported (float32, int8)"));
+          absl::StrCat(name, " ", *value, " is not supported (float32, int16, int8)"));
     }
   }
   if (options.cpu_greedy_head != "screened" && options.cpu_greedy_head != "full") {
@@ -107,9 +107,14 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
       LoadLlamaWeights(c, *model.weights, dtype, *e->pool_, keep_quantized);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
+  const auto precision = [](const std::string& name) {
+    return name == "int8"    ? XPrecision::kInt8
+           : name == "int16" ? XPrecision::kInt16
+                             : XPrecision::kFloat32;
+  };
   e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_,
-                                               options.cpu_prefill_precision == "int8",
-                                               options.cpu_decode_precision == "int8");
+                                               precision(options.cpu_prefill_precision),
+                                               precision(options.cpu_decode_precision));
   if (options.cpu_greedy_head == "screened") e->forward_->ScreenGreedyHead(*e->pool_);
   e->sampling_limits_ = {.vocab_size = c.vocab_size, .max_logit_bias = options.max_logit_bias};
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;

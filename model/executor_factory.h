@@ -27,11 +27,13 @@ struct ExecutorOptions {
   // cuda decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
   // cpu: the activations of prefill matmuls (33 tokens or more in a step) on
-  // Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: float32, or int8 per block of 32 as llama.cpp rounds
-  // them (kernels/cpu/matmul_quant_int8.h).
-  std::string cpu_prefill_precision = "float32";
-  // cpu: the same for decode steps (4 to 32 tokens): float32, or int8.
-  std::string cpu_decode_precision = "float32";
+  // quantized weights: int16 per block of 32 where the CPU has AVX-512 VNNI
+  // (kernels/cpu/matmul_quant_int16.h; float32 elsewhere and for Q2_K and
+  // Q3_K), float32, or int8 per block of 32 as llama.cpp rounds them on Q8_0,
+  // Q4_0/Q4_1 and Q5_0/Q5_1 (kernels/cpu/matmul_quant_int8.h).
+  std::string cpu_prefill_precision = "int16";
+  // cpu: the same for decode steps (4 to 32 tokens).
+  std::string cpu_decode_precision = "int16";
   // cpu: the greedy rows' next token from the output head: "screened" (only
   // the rows of the head that can hold the argmax, in float32:
   // kernels/cpu/head_screen.h; the same token as "full") or "full" (every

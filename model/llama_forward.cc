@@ -77,7 +77,7 @@ void WeightRows(const LinearWeight& w, int64_t begin, int64_t count, float* out)
 }  // namespace
 
 void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
-                          kernels::ParallelFor& pool) const {
+                          kernels::ParallelFor& pool, bool head) const {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();
   switch (w.dtype) {
     case LinearDType::kFloat32:
@@ -93,15 +93,18 @@ void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, floa
   ForEachPart(w, [&](const QuantRows& part, int32_t row, const std::byte* blocks, int64_t) {
     kc::MatmulQuantParams p{
         x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
-    p.quantize_x =
-        m >= kInt8PrefillMinTokens ? int8_prefill_ : int8_decode_ && m >= kInt8DecodeMinTokens;
+    const XPrecision precision = m >= kInt8PrefillMinTokens  ? prefill_
+                                 : m >= kInt8DecodeMinTokens ? decode_
+                                                             : XPrecision::kFloat32;
+    p.quantize_x = precision == XPrecision::kInt8;
+    p.int16_x = precision == XPrecision::kInt16 && !head;
     kc::MatmulQuant(p, pool);
     return true;
   });
 }
 
 void LlamaForward::ScreenGreedyHead(kernels::ParallelFor& pool) {
-  if (int8_prefill_ || int8_decode_) return;
+  if (prefill_ == XPrecision::kInt8 || decode_ == XPrecision::kInt8) return;
   const LinearWeight& head = weights_.head();
   head_screen_ = kc::HeadScreen::Build(
       head.n, head.k,
@@ -129,7 +132,7 @@ void LlamaForward::Head(const ForwardBatch& batch, int32_t rows, std::vector<flo
   constexpr size_t kMinScreenedRows = 4;
   if (screened_.size() < kMinScreenedRows) {
     screened_.clear();
-    Linear(final_normed_.data(), rows, head, logits.data(), pool);
+    Linear(final_normed_.data(), rows, head, logits.data(), pool, /*head=*/true);
     return;
   }
   // Every other row's logits, a run of rows at a time (a row's bits do not
@@ -142,7 +145,7 @@ void LlamaForward::Head(const ForwardBatch& batch, int32_t rows, std::vector<flo
     int32_t end = r;
     while (end < rows && batch.argmax_only[end] == 0) ++end;
     Linear(final_normed_.data() + static_cast<size_t>(r) * hidden, end - r, head,
-           logits.data() + r * vocab, pool);
+           logits.data() + r * vocab, pool, /*head=*/true);
     r = end;
   }
   const auto count = static_cast<int32_t>(screened_.size());
@@ -159,7 +162,7 @@ void LlamaForward::Head(const ForwardBatch& batch, int32_t rows, std::vector<flo
     const int32_t r = screened_[s];
     const float* x = screened_x_.data() + static_cast<size_t>(s) * hidden;
     if (candidates_[s].empty()) {
-      Linear(x, 1, head, logits.data() + r * vocab, pool);
+      Linear(x, 1, head, logits.data() + r * vocab, pool, /*head=*/true);
       continue;
     }
     int32_t best = -1;
@@ -218,11 +221,11 @@ void ForwardBatch::Clear() {
 }
 
 LlamaForward::LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
-                           bool int8_prefill, bool int8_decode)
+                           XPrecision prefill, XPrecision decode)
     : config_(config),
       weights_(weights),
-      int8_prefill_(int8_prefill),
-      int8_decode_(int8_decode),
+      prefill_(prefill),
+      decode_(decode),
       kv_layout_(KvLayoutOf(config)),
       inv_freq_(RopeInverseFrequencies(config)),
       inv_freq_local_(RopeInverseFrequencies(config, /*sliding=*/true)) {}

@@ -67,15 +67,18 @@ struct KvPool {
   }
 };
 
+// How a step's quantized matmuls take their activations (docs/golden.md):
+// float32, rounded to int16 per block of 32 (MatmulQuantParams::int16_x; the
+// head excepted), or to int8 (quantize_x).
+enum class XPrecision { kFloat32, kInt16, kInt8 };
+
 class LlamaForward {
  public:
-  // config and weights must outlive this object. Q8_0, Q4_0/Q4_1 and
-  // Q5_0/Q5_1 matmuls round their activations to int8
-  // (MatmulQuantParams::quantize_x) in steps of kInt8PrefillMinTokens tokens
-  // or more with int8_prefill, and in steps of kInt8DecodeMinTokens up to
-  // that with int8_decode.
-  LlamaForward(const ModelConfig& config, const LlamaWeights& weights, bool int8_prefill = false,
-               bool int8_decode = false);
+  // config and weights must outlive this object. `prefill` applies to steps
+  // of kInt8PrefillMinTokens tokens or more, `decode` to steps of
+  // kInt8DecodeMinTokens up to that; smaller steps stay float32.
+  LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
+               XPrecision prefill = XPrecision::kFloat32, XPrecision decode = XPrecision::kFloat32);
 
   // Steps from which int8_prefill applies: the panel GEMM's (prefill) sizes.
   static constexpr int32_t kInt8PrefillMinTokens = kernels::cpu::kPanelMinRows;
@@ -120,9 +123,10 @@ class LlamaForward {
   // proj_, or with a sandwich norm's weight proj_ normed into post_normed_.
   const float* PostNorm(const std::vector<float>& weight, int32_t t, kernels::ParallelFor& pool);
 
-  // y[m, w.n] = x[m, w.k] W^T (+ bias).
+  // y[m, w.n] = x[m, w.k] W^T (+ bias). The head's x is never rounded to
+  // int16, so that its rows keep the bits HeadLogit gives them.
   void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
-              kernels::ParallelFor& pool) const;
+              kernels::ParallelFor& pool, bool head = false) const;
   // The head's logits for final_normed_ rows [0, rows), screening the
   // batch's argmax_only rows when the screen is ready.
   void Head(const ForwardBatch& batch, int32_t rows, std::vector<float>& logits,
@@ -132,8 +136,8 @@ class LlamaForward {
 
   const ModelConfig& config_;
   const LlamaWeights& weights_;
-  const bool int8_prefill_;
-  const bool int8_decode_;
+  const XPrecision prefill_;
+  const XPrecision decode_;
   const ModelKvLayout kv_layout_;
   std::vector<float> inv_freq_;
   std::vector<float> inv_freq_local_;  // of the sliding-window layers

@@ -22,13 +22,13 @@ ABSL_FLAG(std::string, device, "auto", "auto (cuda when usable, else cpu), cpu o
 ABSL_FLAG(std::string, dtype, "auto", "auto, float32, bfloat16 or float16.");
 ABSL_FLAG(std::string, attention_kernel, "auto",
           "CUDA paged decode attention: auto (v1 until v2 is verified on a GPU), v1 or v2.");
-ABSL_FLAG(std::string, cpu_prefill_precision, "float32",
-          "CPU prefill matmuls on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: float32 activations, or "
-          "int8 (llama.cpp's precision, about twice as fast).");
-ABSL_FLAG(std::string, cpu_decode_precision, "float32",
-          "CPU decode batches (4 to 32 tokens a step) on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: "
-          "float32 activations, or int8 (llama.cpp's precision; 16 streams about 1.3x the "
-          "tokens/s).");
+ABSL_FLAG(std::string, cpu_prefill_precision, "int16",
+          "CPU prefill matmuls on quantized weights: int16 activations per block of 32 (with "
+          "AVX-512 VNNI, else float32), float32, or int8 (llama.cpp's precision, on Q8_0, "
+          "Q4_0/Q4_1 and Q5_0/Q5_1).");
+ABSL_FLAG(std::string, cpu_decode_precision, "int16",
+          "CPU decode batches (4 to 32 tokens a step) on quantized weights: int16, float32 or "
+          "int8, as --cpu_prefill_precision.");
 ABSL_FLAG(std::string, cpu_greedy_head, "screened",
           "How a CPU greedy row (no logprobs, penalties, logit_bias or constraint) finds its "
           "token: screened (the float32 logits of only the head rows that can hold the argmax; "

@@ -138,9 +138,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   LOOM_RETURN_IF_ERROR(CheckOneOf("dtype", c.dtype, {"auto", "float32", "bfloat16", "float16"}));
   LOOM_RETURN_IF_ERROR(CheckOneOf("attention_kernel", c.attention_kernel, {"auto", "v1", "v2"}));
   LOOM_RETURN_IF_ERROR(
-      CheckOneOf("cpu_prefill_precision", c.cpu_prefill_precision, {"float32", "int8"}));
+      CheckOneOf("cpu_prefill_precision", c.cpu_prefill_precision, {"float32", "int16", "int8"}));
   LOOM_RETURN_IF_ERROR(
-      CheckOneOf("cpu_decode_precision", c.cpu_decode_precision, {"float32", "int8"}));
+      CheckOneOf("cpu_decode_precision", c.cpu_decode_precision, {"float32", "int16", "int8"}));
   LOOM_RETURN_IF_ERROR(CheckOneOf("cpu_greedy_head", c.cpu_greedy_head, {"screened", "full"}));
   LOOM_RETURN_IF_ERROR(CheckPort("port", c.port));
   LOOM_RETURN_IF_ERROR(CheckPort("http_port", c.http_port));

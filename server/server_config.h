@@ -19,11 +19,11 @@ struct ServerConfig {
   std::string dtype = "auto";
   // CUDA decode attention kernel: auto (= v1), v1, v2
   std::string attention_kernel = "auto";
-  // CPU prefill matmuls on Q8_0, Q4_0/Q4_1 and Q5_0/Q5_1 weights: float32 activations, or int8
-  // (llama.cpp's precision, about twice as fast).
-  std::string cpu_prefill_precision = "float32";
+  // CPU prefill matmuls on quantized weights: int16 activations (with AVX-512
+  // VNNI; else float32), float32, or int8 (llama.cpp's precision).
+  std::string cpu_prefill_precision = "int16";
   // The same for decode steps of 4 to 32 tokens (a batch of decodes).
-  std::string cpu_decode_precision = "float32";
+  std::string cpu_decode_precision = "int16";
   // How greedy rows find their token on the CPU: screened or full.
   std::string cpu_greedy_head = "screened";
   int32_t port = 50051;  // 0 picks a free port

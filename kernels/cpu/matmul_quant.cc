@@ -19,6 +19,7 @@
 #include "base/float16.h"
 #include "kernels/cpu/dequant_blocks.h"
 #include "kernels/cpu/matmul_kquant.h"
+#include "kernels/cpu/matmul_quant_int16.h"
 #include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiles.h"
 
@@ -353,6 +354,10 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
       (even + tiles::kNr - 1) / tiles::kNr * tiles::kNr, kRowsPerSlice, kMaxRowsPerTask);
   if (p.quantize_x && int8::Supported(p.type, level)) {
     int8::MatmulInt8(p, pool, rows_per_task);
+    return;
+  }
+  if (p.int16_x && int16::Supported(p.type, level)) {
+    int16::MatmulInt16(p, pool, rows_per_task);
     return;
   }
   if (p.m >= WidenMinRows(p.type, level) || kernels.tiles == nullptr) {

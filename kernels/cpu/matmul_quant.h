@@ -7,7 +7,9 @@
 // dequantizing W and calling Matmul, for any m. With quantize_x, Q4_0 and Q4_1
 // from 33 rows of x on (prefill) with AVX2 multiply int8-quantized x on the
 // integer units instead (matmul_quant_int8.h): about twice the float32 rate,
-// at llama.cpp's precision.
+// at llama.cpp's precision. With int16_x on AVX-512 VNNI, x is rounded to 16
+// bits per block and multiplied on the integer units (matmul_quant_int16.h):
+// up to twice the float32 rate, a relative error near 1e-5.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,9 @@ struct MatmulQuantParams {
   // (int8::Supported in matmul_quant_int8.h), at any m; the caller picks the
   // steps.
   bool quantize_x = false;
+  // Round x to int16 per block of 32 where the int16 path applies
+  // (int16::Supported in matmul_quant_int16.h), at any m; quantize_x wins.
+  bool int16_x = false;
 };
 
 // `count` values (a multiple of QuantBlockValues) of blocks to float32, value

@@ -156,10 +156,14 @@ TEST(QuantizedLinearTest, KeepsBlocksOfQuantizedWeights) {
   EXPECT_EQ(plain->lm_head.dtype, LinearDType::kBFloat16);
 }
 
-std::unique_ptr<CpuExecutor> MakeExecutor(const LoadedModel& model, const char* dtype) {
+// precision: the CPU matmuls' activations (float32, or int16 per block).
+std::unique_ptr<CpuExecutor> MakeExecutor(const LoadedModel& model, const char* dtype,
+                                          const char* precision = "float32") {
   ExecutorOptions options;
   options.device = "cpu";
   options.dtype = dtype;
+  options.cpu_prefill_precision = precision;
+  options.cpu_decode_precision = precision;
   options.block_size = 4;
   options.kv_cache_bytes = 8 << 20;
   options.threads = 2;
@@ -245,6 +249,20 @@ TEST(QuantizedLinearTest, ExecutorEqualsFloat32OnDequantizedWeights) {
         EXPECT_EQ(g.top[t].token_id, w.top[t].token_id);
         EXPECT_EQ(g.top[t].logprob, w.top[t].logprob);
       }
+    }
+  }
+  // With int16 activations (the default on CPUs with AVX-512 VNNI): the same
+  // tokens, log-probabilities within the rounding of x to 16 bits.
+  const std::unique_ptr<CpuExecutor> rounded = MakeExecutor(model, "auto", "int16");
+  ASSERT_NE(rounded, nullptr);
+  const std::vector<StepResult> near = RunSteps(*rounded);
+  ASSERT_EQ(near.size(), want.size());
+  for (size_t step = 0; step < near.size(); ++step) {
+    ASSERT_EQ(near[step].sampled.size(), want[step].sampled.size());
+    for (size_t i = 0; i < near[step].sampled.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "int16, step " << step << " seq " << i);
+      EXPECT_EQ(near[step].sampled[i].token_id, want[step].sampled[i].token_id);
+      EXPECT_NEAR(near[step].sampled[i].logprob, want[step].sampled[i].logprob, 1e-3);
     }
   }
 }

@@ -34,20 +34,20 @@ TEST(ServerConfigTest, AttentionKernelTakesAutoV1OrV2) {
   ExpectInvalid(c, "attention_kernel must be one of auto, v1, v2; got \"V2\"");
 }
 
-TEST(ServerConfigTest, CpuPrefillPrecisionTakesFloat32OrInt8) {
-  for (const char* precision : {"float32", "int8"}) {
+TEST(ServerConfigTest, CpuPrefillPrecisionTakesFloat32Int16OrInt8) {
+  for (const char* precision : {"float32", "int16", "int8"}) {
     ServerConfig c = Valid();
     c.cpu_prefill_precision = precision;
     EXPECT_TRUE(ValidateServerConfig(c).ok()) << precision;
   }
   ServerConfig c = Valid();
   c.cpu_prefill_precision = "bfloat16";
-  ExpectInvalid(c, "cpu_prefill_precision must be one of float32, int8; got \"bfloat16\"");
+  ExpectInvalid(c, "cpu_prefill_precision must be one of float32, int16, int8; got \"bfloat16\"");
   c = Valid();
   c.cpu_decode_precision = "int8";
   EXPECT_TRUE(ValidateServerConfig(c).ok());
   c.cpu_decode_precision = "int4";
-  ExpectInvalid(c, "cpu_decode_precision must be one of float32, int8; got \"int4\"");
+  ExpectInvalid(c, "cpu_decode_precision must be one of float32, int16, int8; got \"int4\"");
   c = Valid();
   c.cpu_greedy_head = "full";
   EXPECT_TRUE(ValidateServerConfig(c).ok());
