@@ -159,7 +159,7 @@ void BM_MatmulQuant(benchmark::State& state) {
   SetRates(state, 2.0 * m * n * k, static_cast<double>(w.size()) + 4.0 * (m * k + m * n));
 }
 BENCHMARK(BM_MatmulQuant<false>)
-    ->ArgsProduct({{1, 16}, {1536, 576}, {576}, {2}})
+    ->ArgsProduct({{1, 8, 12, 16}, {1536, 576}, {576}, {2}})
     ->ArgsProduct({{1, 2, 4, 16}, {49152}, {576}, {0}})
     ->Args({1, 1536, 576, 0})
     ->Args({1, 1536, 576, 1})
@@ -172,7 +172,7 @@ BENCHMARK(BM_MatmulQuant<false>)
     ->Args({512, 640, 2048, 7})
     ->UseRealTime();
 BENCHMARK(BM_MatmulQuant<true>)
-    ->ArgsProduct({{4, 8, 16}, {1536, 576}, {576}, {2}})
+    ->ArgsProduct({{4, 8, 12, 16}, {1536, 576}, {576}, {2}})
     ->Args({16, 576, 1536, 2})
     ->Args({512, 1536, 576, 2})
     ->ArgsProduct({{16, 32}, {4096}, {640}, {3}})

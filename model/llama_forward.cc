@@ -93,9 +93,10 @@ void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, floa
   ForEachPart(w, [&](const QuantRows& part, int32_t row, const std::byte* blocks, int64_t) {
     kc::MatmulQuantParams p{
         x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
-    const XPrecision precision = m >= kInt8PrefillMinTokens  ? prefill_
-                                 : m >= kInt8DecodeMinTokens ? decode_
-                                                             : XPrecision::kFloat32;
+    XPrecision precision = m >= kInt8PrefillMinTokens ? prefill_ : decode_;
+    if (m < (precision == XPrecision::kInt16 ? kInt16DecodeMinTokens : kInt8DecodeMinTokens)) {
+      precision = XPrecision::kFloat32;
+    }
     p.quantize_x = precision == XPrecision::kInt8;
     p.int16_x = precision == XPrecision::kInt16 && !head;
     kc::MatmulQuant(p, pool);

@@ -76,7 +76,8 @@ class LlamaForward {
  public:
   // config and weights must outlive this object. `prefill` applies to steps
   // of kInt8PrefillMinTokens tokens or more, `decode` to steps of
-  // kInt8DecodeMinTokens up to that; smaller steps stay float32.
+  // kInt8DecodeMinTokens (int8) or kInt16DecodeMinTokens (int16) up to that;
+  // smaller steps stay float32.
   LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
                XPrecision prefill = XPrecision::kFloat32, XPrecision decode = XPrecision::kFloat32);
 
@@ -87,6 +88,11 @@ class LlamaForward {
   // (SmolLM2 at 1 stream: 12.4 against 10.3 ms a token), and decoding one
   // sequence is bound by reading W either way.
   static constexpr int32_t kInt8DecodeMinTokens = 4;
+  // Steps from which int16 decode applies: its tiles cost the same from 1 to
+  // 8 rows of x (BM_MatmulQuant<true>, SmolLM2's 1536 x 576 Q4_1: 134 us at 4
+  // rows, 111 at 8, 141 at 16), where the float32 tiles take 62-75 at 4
+  // rows and 107-125 at 8.
+  static constexpr int32_t kInt16DecodeMinTokens = 8;
 
   // From now on, finds the token of a batch's argmax_only rows by screening
   // the head (kernels/cpu/head_screen.h) when it can and it pays: no int8

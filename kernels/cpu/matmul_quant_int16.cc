@@ -43,47 +43,60 @@ struct Activations {
   std::vector<float> sum;      // [tiles, blocks, lanes]: the block's sum of x
 };
 
-LOOM_INT16 void QuantizeRow(const float* x, int blocks, int32_t xmax, int lanes, int32_t* pairs,
-                            float* scale, float* sum) {
-  for (int b = 0; b < blocks; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + b * kQuantBlock);
-    const __m512 v1 = _mm512_loadu_ps(x + b * kQuantBlock + 16);
-    const float max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const __m512 inv = _mm512_set1_ps(max > 0.0f ? static_cast<float>(xmax) / max : 0.0f);
-    alignas(32) int16_t q[kQuantBlock];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(q),
-                       _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv))));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 16),
-                       _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv))));
-    for (int p = 0; p < kPairs; ++p) {
-      std::memcpy(pairs + static_cast<size_t>(b * kPairs + p) * lanes, q + 2 * p, sizeof(int32_t));
-    }
-    scale[static_cast<size_t>(b) * lanes] = max / static_cast<float>(xmax);
-    sum[static_cast<size_t>(b) * lanes] = _mm512_reduce_add_ps(_mm512_add_ps(v0, v1));
-  }
+// Block b of one row of x: its 32 values rounded to int16 on the scale
+// max |x| / xmax, as pairs at pairs[p * lanes] (p < kPairs); the scale and
+// the block's sum.
+LOOM_INT16 inline void QuantizeBlock(const float* x, int32_t xmax, int lanes, int32_t* pairs,
+                                     float& scale, float& sum) {
+  const __m512 v0 = _mm512_loadu_ps(x);
+  const __m512 v1 = _mm512_loadu_ps(x + 16);
+  const float max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const __m512 inv = _mm512_set1_ps(max > 0.0f ? static_cast<float>(xmax) / max : 0.0f);
+  alignas(64) int32_t q[kPairs];
+  _mm512_store_si512(
+      q, _mm512_inserti64x4(_mm512_castsi256_si512(
+                                _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)))),
+                            _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv))), 1));
+  for (int p = 0; p < kPairs; ++p) pairs[p * lanes] = q[p];
+  scale = max / static_cast<float>(xmax);
+  sum = _mm512_reduce_add_ps(_mm512_add_ps(v0, v1));
 }
 
+// One task quantizes a block of every row of a tile: the block's pairs are
+// one contiguous run of the tile, written by one thread (rows split over
+// threads would share its cache lines).
 void Quantize(const MatmulQuantParams& p, ParallelFor& pool, Activations& a) {
   a.lanes = p.m <= 8 ? 8 : 16;
   a.tiles = (p.m + a.lanes - 1) / a.lanes;
   a.blocks = p.k / kQuantBlock;
   const size_t per_tile = static_cast<size_t>(a.lanes) * a.blocks;
-  a.pairs.assign(static_cast<size_t>(a.tiles) * per_tile * kPairs, 0);
-  a.scale.assign(static_cast<size_t>(a.tiles) * per_tile, 0.0f);
-  a.sum.assign(a.scale.size(), 0.0f);
-  pool.Run(p.m, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t tile = i / a.lanes, lane = i % a.lanes;
-      QuantizeRow(p.x + i * p.ldx, a.blocks, XMax(p.type), a.lanes,
-                  a.pairs.data() + tile * per_tile * kPairs + lane,
-                  a.scale.data() + tile * per_tile + lane, a.sum.data() + tile * per_tile + lane);
+  a.pairs.resize(static_cast<size_t>(a.tiles) * per_tile * kPairs);
+  a.scale.resize(static_cast<size_t>(a.tiles) * per_tile);
+  a.sum.resize(a.scale.size());
+  const int32_t xmax = XMax(p.type);
+  pool.Run(int64_t{a.tiles} * a.blocks, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t tile = u / a.blocks, b = u % a.blocks;
+      const size_t at = tile * per_tile + static_cast<size_t>(b) * a.lanes;
+      int32_t* pairs = a.pairs.data() + at * kPairs;
+      for (int lane = 0; lane < a.lanes; ++lane) {
+        const int64_t i = tile * a.lanes + lane;
+        if (i >= p.m) {  // past the last row: zero
+          for (int q = 0; q < kPairs; ++q) pairs[q * a.lanes + lane] = 0;
+          a.scale[at + lane] = a.sum[at + lane] = 0.0f;
+          continue;
+        }
+        QuantizeBlock(p.x + i * p.ldx + b * kQuantBlock, xmax, a.lanes, pairs + lane,
+                      a.scale[at + lane], a.sum[at + lane]);
+      }
     }
   });
 }
 
-// kNr rows of W decoded: w = d[b] * v + m[b] per block b of 32.
+// kNr rows of W decoded: w = d[b] * v + m[b] per block b of 32. Block-major,
+// so that a tile reads a block's values at fixed offsets from one pointer.
 struct Panel {
-  std::vector<int16_t> v;  // [kNr, k]
+  std::vector<int16_t> v;  // [blocks, kNr, 32]
   std::vector<float> d;    // [blocks, kNr]
   std::vector<float> m;    // [blocks, kNr]
 };
@@ -194,14 +207,13 @@ LOOM_INT16 void DecodePanel(const std::byte* w, int64_t row_bytes, int rows, int
   panel.d.assign(static_cast<size_t>(blocks) * kNr, 0.0f);
   panel.m.assign(panel.d.size(), 0.0f);
   for (int r = 0; r < kNr; ++r) {
-    int16_t* v = panel.v.data() + static_cast<size_t>(r) * k;
-    if (r >= rows) {
-      std::fill_n(v, k, int16_t{0});
-      continue;
-    }
     for (int b = 0; b < blocks; ++b) {
-      DecodeBlock<T>(w + r * row_bytes, b, v + b * kQuantBlock, panel.d[b * kNr + r],
-                     panel.m[b * kNr + r]);
+      int16_t* v = panel.v.data() + (static_cast<size_t>(b) * kNr + r) * kQuantBlock;
+      if (r >= rows) {
+        std::fill_n(v, kQuantBlock, int16_t{0});
+      } else {
+        DecodeBlock<T>(w + r * row_bytes, b, v, panel.d[b * kNr + r], panel.m[b * kNr + r]);
+      }
     }
   }
 }
@@ -251,8 +263,8 @@ struct Lanes8 {
 
 // One tile: the lanes' rows of x (from row i) by the panel's kNr rows of W.
 template <typename V, bool kHasMin>
-LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, int k, float* y,
-                     int64_t ldy, int rows, int columns, const float* bias) {
+LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* y, int64_t ldy,
+                     int rows, int columns, const float* bias) {
   constexpr int L = V::kLanes;
   const size_t per_tile = static_cast<size_t>(L) * a.blocks;
   const int32_t* xp = a.pairs.data() + tile * per_tile * kPairs;
@@ -262,18 +274,20 @@ LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, int k, 
   for (int j = 0; j < kNr; ++j) acc[j] = V::Zero();
   for (int b = 0; b < a.blocks; ++b) {
     const int32_t* xb = xp + static_cast<size_t>(b) * kPairs * L;
-    const int16_t* wb = panel.v.data() + b * kQuantBlock;
+    const int16_t* wb = panel.v.data() + static_cast<size_t>(b) * kNr * kQuantBlock;
     typename V::I dot[kNr];
     {
       const typename V::I x = V::Load(xb);
 #pragma GCC unroll 8
-      for (int j = 0; j < kNr; ++j) dot[j] = V::Madd(x, V::Pair(wb + j * k));
+      for (int j = 0; j < kNr; ++j) dot[j] = V::Madd(x, V::Pair(wb + j * kQuantBlock));
     }
 #pragma GCC unroll 16
     for (int p = 1; p < kPairs; ++p) {
       const typename V::I x = V::Load(xb + p * L);
 #pragma GCC unroll 8
-      for (int j = 0; j < kNr; ++j) dot[j] = V::Dot(dot[j], x, V::Pair(wb + j * k + 2 * p));
+      for (int j = 0; j < kNr; ++j) {
+        dot[j] = V::Dot(dot[j], x, V::Pair(wb + j * kQuantBlock + 2 * p));
+      }
     }
     const typename V::F s = V::LoadF(xs + b * L);
 #pragma GCC unroll 8
@@ -316,7 +330,7 @@ void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
         for (int t = t0; t < std::min(a.tiles, t0 + kChunkTiles); ++t) {
           const int64_t i = static_cast<int64_t>(t) * a.lanes;
           const int rows = static_cast<int>(std::min<int64_t>(a.lanes, p.m - i));
-          tile(a, t, panel, p.k, p.y + i * p.ldy + j, p.ldy, rows, columns,
+          tile(a, t, panel, p.y + i * p.ldy + j, p.ldy, rows, columns,
                p.bias != nullptr ? p.bias + j : nullptr);
         }
       }
