@@ -99,7 +99,19 @@ struct Panel {
   std::vector<int16_t> v;  // [blocks, kNr, 32]
   std::vector<float> d;    // [blocks, kNr]
   std::vector<float> m;    // [blocks, kNr]
+  // The fp16 scales and offsets of 32-value blocks, widened to d and m
+  // eight at a time once the panel is decoded.
+  std::vector<uint16_t> dh, mh;
 };
+
+constexpr bool HasMin(QuantType t) {
+  return t == QuantType::kQ4_1 || t == QuantType::kQ5_1 || t == QuantType::kQ4_K ||
+         t == QuantType::kQ5_K;
+}
+
+constexpr bool IsKQuant(QuantType t) {
+  return t == QuantType::kQ4_K || t == QuantType::kQ5_K || t == QuantType::kQ6_K;
+}
 
 // The fp16 field at byte `offset` of a block, widened.
 LOOM_INT16 inline float Half(const std::byte* block, size_t offset) {
@@ -134,24 +146,30 @@ inline void ScaleMinK4(int j, const uint8_t* q, int& sc, int& mn) {
 
 // Block b (of 32 values) of a row of W: its integers, scale and offset.
 template <QuantType T>
-LOOM_INT16 inline void DecodeBlock(const std::byte* row, int b, int16_t* v, float& d, float& m) {
-  m = 0.0f;
+LOOM_INT16 inline void DecodeBlock(const std::byte* row, int b, int16_t* v, Panel& panel,
+                                   size_t at) {
+  float& d = panel.d[at];
+  float& m = panel.m[at];
   if constexpr (T == QuantType::kQ8_0) {
     const std::byte* blk = row + b * sizeof(BlockQ8_0);
-    d = Half(blk, offsetof(BlockQ8_0, d));
+    std::memcpy(&panel.dh[at], blk + offsetof(BlockQ8_0, d), sizeof(uint16_t));
     _mm512_storeu_si512(v, _mm512_cvtepi8_epi16(_mm256_loadu_si256(
                                reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ8_0, qs)))));
   } else if constexpr (T == QuantType::kQ4_0 || T == QuantType::kQ4_1) {
     using B = std::conditional_t<T == QuantType::kQ4_0, BlockQ4_0, BlockQ4_1>;
     const std::byte* blk = row + b * sizeof(B);
-    d = Half(blk, offsetof(B, d));
-    if constexpr (T == QuantType::kQ4_1) m = Half(blk, offsetof(BlockQ4_1, m));
+    std::memcpy(&panel.dh[at], blk + offsetof(B, d), sizeof(uint16_t));
+    if constexpr (T == QuantType::kQ4_1) {
+      std::memcpy(&panel.mh[at], blk + offsetof(BlockQ4_1, m), sizeof(uint16_t));
+    }
     Widen(Nibbles(blk + offsetof(B, qs)), T == QuantType::kQ4_0 ? 8 : 0, v);
   } else if constexpr (T == QuantType::kQ5_0 || T == QuantType::kQ5_1) {
     using B = std::conditional_t<T == QuantType::kQ5_0, BlockQ5_0, BlockQ5_1>;
     const std::byte* blk = row + b * sizeof(B);
-    d = Half(blk, offsetof(B, d));
-    if constexpr (T == QuantType::kQ5_1) m = Half(blk, offsetof(BlockQ5_1, m));
+    std::memcpy(&panel.dh[at], blk + offsetof(B, d), sizeof(uint16_t));
+    if constexpr (T == QuantType::kQ5_1) {
+      std::memcpy(&panel.mh[at], blk + offsetof(BlockQ5_1, m), sizeof(uint16_t));
+    }
     uint32_t qh;
     std::memcpy(&qh, blk + offsetof(B, qh), sizeof(qh));
     const __m256i low = Nibbles(blk + offsetof(B, qs));
@@ -203,16 +221,34 @@ LOOM_INT16 inline void DecodeBlock(const std::byte* row, int b, int16_t* v, floa
 template <QuantType T>
 LOOM_INT16 void DecodePanel(const std::byte* w, int64_t row_bytes, int rows, int k, Panel& panel) {
   const int blocks = k / kQuantBlock;
-  panel.v.resize(static_cast<size_t>(kNr) * k);
-  panel.d.assign(static_cast<size_t>(blocks) * kNr, 0.0f);
-  panel.m.assign(panel.d.size(), 0.0f);
+  const size_t count = static_cast<size_t>(blocks) * kNr;
+  panel.v.resize(count * kQuantBlock);
+  panel.d.assign(count, 0.0f);
+  panel.m.assign(count, 0.0f);
+  if constexpr (!IsKQuant(T)) {
+    panel.dh.assign(count, 0);
+    panel.mh.assign(count, 0);
+  }
   for (int r = 0; r < kNr; ++r) {
     for (int b = 0; b < blocks; ++b) {
-      int16_t* v = panel.v.data() + (static_cast<size_t>(b) * kNr + r) * kQuantBlock;
+      const size_t at = static_cast<size_t>(b) * kNr + r;
+      int16_t* v = panel.v.data() + at * kQuantBlock;
       if (r >= rows) {
         std::fill_n(v, kQuantBlock, int16_t{0});
       } else {
-        DecodeBlock<T>(w + r * row_bytes, b, v, panel.d[b * kNr + r], panel.m[b * kNr + r]);
+        DecodeBlock<T>(w + r * row_bytes, b, v, panel, at);
+      }
+    }
+  }
+  if constexpr (!IsKQuant(T)) {
+    for (size_t i = 0; i < count; i += kNr) {  // count is a multiple of kNr = 8
+      _mm256_storeu_ps(
+          panel.d.data() + i,
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel.dh.data() + i))));
+      if constexpr (HasMin(T)) {
+        _mm256_storeu_ps(panel.m.data() + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128(
+                             reinterpret_cast<const __m128i*>(panel.mh.data() + i))));
       }
     }
   }
@@ -261,10 +297,20 @@ struct Lanes8 {
   LOOM_INT16 static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 
+// Bytes of W to read ahead while a tile runs: the next panel's rows, a few
+// cache lines a block (the products are bound by the integer units, the
+// panel's decoding by the latency of W's first read).
+struct ReadAhead {
+  const std::byte* begin = nullptr;
+  int64_t bytes = 0;
+};
+
 // One tile: the lanes' rows of x (from row i) by the panel's kNr rows of W.
 template <typename V, bool kHasMin>
 LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* y, int64_t ldy,
-                     int rows, int columns, const float* bias) {
+                     int rows, int columns, const float* bias, ReadAhead ahead) {
+  constexpr int64_t kLine = 64;
+  const int64_t lines_per_block = (ahead.bytes / kLine + a.blocks) / a.blocks;
   constexpr int L = V::kLanes;
   const size_t per_tile = static_cast<size_t>(L) * a.blocks;
   const int32_t* xp = a.pairs.data() + tile * per_tile * kPairs;
@@ -273,6 +319,11 @@ LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* 
   typename V::F acc[kNr];
   for (int j = 0; j < kNr; ++j) acc[j] = V::Zero();
   for (int b = 0; b < a.blocks; ++b) {
+    for (int64_t l = b * lines_per_block; l < (b + 1) * lines_per_block; ++l) {
+      if (l * kLine < ahead.bytes) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead.begin + l * kLine), _MM_HINT_T0);
+      }
+    }
     const int32_t* xb = xp + static_cast<size_t>(b) * kPairs * L;
     const int16_t* wb = panel.v.data() + static_cast<size_t>(b) * kNr * kQuantBlock;
     typename V::I dot[kNr];
@@ -309,11 +360,6 @@ LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* 
   }
 }
 
-constexpr bool HasMin(QuantType t) {
-  return t == QuantType::kQ4_1 || t == QuantType::kQ5_1 || t == QuantType::kQ4_K ||
-         t == QuantType::kQ5_K;
-}
-
 template <QuantType T>
 void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
          int64_t rows_per_task) {
@@ -327,11 +373,15 @@ void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
         const int columns = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
         DecodePanel<T>(static_cast<const std::byte*>(p.w) + j * row_bytes, row_bytes, columns, p.k,
                        panel);
+        // The next panel's rows in this task, read ahead during the first tile.
+        const int64_t next = std::min<int64_t>(kNr, std::max<int64_t>(0, n_end - j - kNr));
+        const ReadAhead ahead{static_cast<const std::byte*>(p.w) + (j + kNr) * row_bytes,
+                              next * row_bytes};
         for (int t = t0; t < std::min(a.tiles, t0 + kChunkTiles); ++t) {
           const int64_t i = static_cast<int64_t>(t) * a.lanes;
           const int rows = static_cast<int>(std::min<int64_t>(a.lanes, p.m - i));
           tile(a, t, panel, p.y + i * p.ldy + j, p.ldy, rows, columns,
-               p.bias != nullptr ? p.bias + j : nullptr);
+               p.bias != nullptr ? p.bias + j : nullptr, t == t0 ? ahead : ReadAhead{});
         }
       }
     }
