@@ -217,40 +217,40 @@ LOOM_INT16 inline void DecodeBlock(const std::byte* row, int b, int16_t* v, Pane
   }
 }
 
-// Rows [0, rows) of W (the panel's others zero).
-template <QuantType T>
-LOOM_INT16 void DecodePanel(const std::byte* w, int64_t row_bytes, int rows, int k, Panel& panel) {
-  const int blocks = k / kQuantBlock;
-  const size_t count = static_cast<size_t>(blocks) * kNr;
+// Sizes the panel for k values a row.
+void PreparePanel(int k, Panel& panel) {
+  const size_t count = static_cast<size_t>(k / kQuantBlock) * kNr;
   panel.v.resize(count * kQuantBlock);
-  panel.d.assign(count, 0.0f);
-  panel.m.assign(count, 0.0f);
-  if constexpr (!IsKQuant(T)) {
-    panel.dh.assign(count, 0);
-    panel.mh.assign(count, 0);
-  }
+  panel.d.resize(count);
+  panel.m.resize(count);
+  panel.dh.resize(count);
+  panel.mh.resize(count);
+}
+
+// kNr = 8 fp16 values to float32.
+LOOM_INT16 inline void WidenHalves(const uint16_t* h, float* out) {
+  _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
+}
+
+// Block b of rows [0, rows) of W into the panel (its other rows zero).
+template <QuantType T>
+LOOM_INT16 inline void DecodePanelBlock(const std::byte* w, int64_t row_bytes, int rows, int b,
+                                        Panel& panel) {
+  const size_t first = static_cast<size_t>(b) * kNr;
   for (int r = 0; r < kNr; ++r) {
-    for (int b = 0; b < blocks; ++b) {
-      const size_t at = static_cast<size_t>(b) * kNr + r;
-      int16_t* v = panel.v.data() + at * kQuantBlock;
-      if (r >= rows) {
-        std::fill_n(v, kQuantBlock, int16_t{0});
-      } else {
-        DecodeBlock<T>(w + r * row_bytes, b, v, panel, at);
-      }
+    const size_t at = first + r;
+    int16_t* v = panel.v.data() + at * kQuantBlock;
+    if (r < rows) {
+      DecodeBlock<T>(w + r * row_bytes, b, v, panel, at);
+      continue;
     }
+    std::fill_n(v, kQuantBlock, int16_t{0});
+    panel.d[at] = panel.m[at] = 0.0f;
+    panel.dh[at] = panel.mh[at] = 0;
   }
   if constexpr (!IsKQuant(T)) {
-    for (size_t i = 0; i < count; i += kNr) {  // count is a multiple of kNr = 8
-      _mm256_storeu_ps(
-          panel.d.data() + i,
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel.dh.data() + i))));
-      if constexpr (HasMin(T)) {
-        _mm256_storeu_ps(panel.m.data() + i,
-                         _mm256_cvtph_ps(_mm_loadu_si128(
-                             reinterpret_cast<const __m128i*>(panel.mh.data() + i))));
-      }
-    }
+    WidenHalves(panel.dh.data() + first, panel.d.data() + first);
+    if constexpr (HasMin(T)) WidenHalves(panel.mh.data() + first, panel.m.data() + first);
   }
 }
 
@@ -306,9 +306,17 @@ struct ReadAhead {
 };
 
 // One tile: the lanes' rows of x (from row i) by the panel's kNr rows of W.
-template <typename V, bool kHasMin>
-LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* y, int64_t ldy,
-                     int rows, int columns, const float* bias, ReadAhead ahead) {
+// W's rows for a tile that decodes its panel as it goes (the first tile of
+// a panel), else null.
+struct PanelSource {
+  const std::byte* w = nullptr;
+  int64_t row_bytes = 0;
+  int rows = 0;
+};
+
+template <typename V, QuantType T>
+LOOM_INT16 void Tile(const Activations& a, int tile, Panel& panel, float* y, int64_t ldy, int rows,
+                     int columns, const float* bias, ReadAhead ahead, PanelSource source) {
   constexpr int64_t kLine = 64;
   const int64_t lines_per_block = (ahead.bytes / kLine + a.blocks) / a.blocks;
   constexpr int L = V::kLanes;
@@ -324,6 +332,7 @@ LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* 
         _mm_prefetch(reinterpret_cast<const char*>(ahead.begin + l * kLine), _MM_HINT_T0);
       }
     }
+    if (source.w != nullptr) DecodePanelBlock<T>(source.w, source.row_bytes, source.rows, b, panel);
     const int32_t* xb = xp + static_cast<size_t>(b) * kPairs * L;
     const int16_t* wb = panel.v.data() + static_cast<size_t>(b) * kNr * kQuantBlock;
     typename V::I dot[kNr];
@@ -345,7 +354,7 @@ LOOM_INT16 void Tile(const Activations& a, int tile, const Panel& panel, float* 
     for (int j = 0; j < kNr; ++j) {
       acc[j] = V::Fma(V::Scaled(dot[j], s), V::Set(panel.d[b * kNr + j]), acc[j]);
     }
-    if constexpr (kHasMin) {
+    if constexpr (HasMin(T)) {
       const typename V::F sum = V::LoadF(xsum + b * L);
 #pragma GCC unroll 8
       for (int j = 0; j < kNr; ++j) acc[j] = V::Fma(sum, V::Set(panel.m[b * kNr + j]), acc[j]);
@@ -365,14 +374,16 @@ void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
          int64_t rows_per_task) {
   const int64_t row_bytes = static_cast<int64_t>(p.k) / QuantBlockValues(T) * QuantBlockBytes(T);
   const int64_t task_rows = (rows_per_task + kNr - 1) / kNr * kNr;
-  const auto tile = a.lanes == 16 ? Tile<Lanes16, HasMin(T)> : Tile<Lanes8, HasMin(T)>;
+  const auto tile = a.lanes == 16 ? Tile<Lanes16, T> : Tile<Lanes8, T>;
   pool.Run(p.n, task_rows, [&](int64_t n_begin, int64_t n_end) {
     thread_local Panel panel;
     for (int t0 = 0; t0 < a.tiles; t0 += kChunkTiles) {
       for (int64_t j = n_begin; j < n_end; j += kNr) {
         const int columns = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
-        DecodePanel<T>(static_cast<const std::byte*>(p.w) + j * row_bytes, row_bytes, columns, p.k,
-                       panel);
+        // The first tile decodes the panel block by block as it multiplies.
+        PreparePanel(p.k, panel);
+        const PanelSource source{static_cast<const std::byte*>(p.w) + j * row_bytes, row_bytes,
+                                 columns};
         // The next panel's rows in this task, read ahead during the first tile.
         const int64_t next = std::min<int64_t>(kNr, std::max<int64_t>(0, n_end - j - kNr));
         const ReadAhead ahead{static_cast<const std::byte*>(p.w) + (j + kNr) * row_bytes,
@@ -381,7 +392,8 @@ void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
           const int64_t i = static_cast<int64_t>(t) * a.lanes;
           const int rows = static_cast<int>(std::min<int64_t>(a.lanes, p.m - i));
           tile(a, t, panel, p.y + i * p.ldy + j, p.ldy, rows, columns,
-               p.bias != nullptr ? p.bias + j : nullptr, t == t0 ? ahead : ReadAhead{});
+               p.bias != nullptr ? p.bias + j : nullptr, t == t0 ? ahead : ReadAhead{},
+               t == t0 ? source : PanelSource{});
         }
       }
     }
