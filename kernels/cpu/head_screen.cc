@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <utility>
@@ -19,14 +20,14 @@ constexpr int kChunk = 32;
 // The int8 screen (ScanVnni8): x's channels with the largest values stay int16.
 constexpr int kOutliers = 32;
 constexpr int kChunk8 = 64;
-// Rows of W read ahead: the copy streams from DRAM (168 MB on Gemma 3), and
-// under serving load the first read of a row stalled the gather (perf: the
-// scan's own time 16% of a step, 14% with this).
-constexpr int64_t kPrefetchRows = 8;
 constexpr float kWMax = 127.0f;
 constexpr float kXMax = 32767.0f;
 // Rows of x scored together (their sums stay in registers).
 constexpr int kRowsPerPass = 8;
+// The int8 screen: rows of x in the lanes of a tile, rows of W at a time.
+constexpr int kLanes = 16;
+constexpr int kLaneRows = 8;
+constexpr int kAheadGroups = 2;
 constexpr int64_t kBuildRowsPerTask = 256;
 constexpr int64_t kScanRowsPerTask = 512;
 // Rounding of the float32 sum and of the score (header, c_i), per product.
@@ -168,32 +169,40 @@ LOOM_SCREEN_VNNI __m256i DotsVnni(const int8_t* w, int32_t k, const int16_t* p, 
 #define LOOM_SCREEN_VNNI8 \
   __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 
-// The int8 dots: x rounded to int8 but for its kOutliers largest channels U,
-// which are int16 on the same scale. vpdpbusd multiplies unsigned by signed
-// bytes, so W's bytes are offset by 128 (their sign bit flipped) and the
-// caller subtracts 128 * sum q_i. u holds the rows' values at U and wu W's,
-// as int16. A lane sums k / 16 products of at most 255 * 127 and two of at
+// The int8 dots of kLaneRows rows of W with a tile of 16 rows of x, row i of
+// the tile in lane i: x rounded to int8 but for its kOutliers largest
+// channels U, which are int16 on the same scale. vpdpbusd multiplies unsigned
+// by signed bytes: x's bytes are offset by 128 (U's channels and the rows past
+// the last are 128) and the caller subtracts 128 * sum_k q_jk; W's groups of
+// 4 bytes are broadcast from its rows. up holds x's pairs at U, wu W's values
+// there as int16. A lane sums k products of at most 255 * 127 and 32 of at
 // most 127 * 32767: far below 2^31 for k <= kMaxK.
-template <int R>
-LOOM_SCREEN_VNNI8 __m256i DotsVnni8(const int8_t* w, int32_t k, const int8_t* q, const int16_t* u,
-                                    __m512i wu) {
-  __m512i acc[kRowsPerPass];
+LOOM_SCREEN_VNNI8 inline void DotsLanes(const int8_t* const (&w)[kLaneRows], int32_t k,
+                                        const int32_t* qp, const int32_t* up,
+                                        const int16_t (&wu)[kLaneRows][kOutliers],
+                                        __m512i (&acc)[kLaneRows]) {
 #pragma GCC unroll 8
-  for (int i = 0; i < kRowsPerPass; ++i) acc[i] = _mm512_setzero_si512();
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 2
-  for (int32_t c = 0; c < k; c += kChunk8) {
-    const __m512i wc = _mm512_xor_si512(_mm512_loadu_si512(w + c), flip);
+  for (int r = 0; r < kLaneRows; ++r) acc[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int32_t g = 0; g < k / 4; ++g) {
+    const __m512i x = _mm512_loadu_si512(qp + g * kLanes);
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      acc[i] = _mm512_dpbusd_epi32(acc[i], wc, _mm512_loadu_si512(q + i * k + c));
+    for (int r = 0; r < kLaneRows; ++r) {
+      int32_t four;
+      std::memcpy(&four, w[r] + 4 * g, sizeof(four));
+      acc[r] = _mm512_dpbusd_epi32(acc[r], x, _mm512_set1_epi32(four));
     }
   }
+#pragma GCC unroll 4
+  for (int p = 0; p < kOutliers / 2; ++p) {
+    const __m512i x = _mm512_loadu_si512(up + p * kLanes);
 #pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {
-    acc[i] = _mm512_dpwssd_epi32(acc[i], wu, _mm512_loadu_si512(u + i * kOutliers));
+    for (int r = 0; r < kLaneRows; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, &wu[r][2 * p], sizeof(pair));
+      acc[r] = _mm512_dpwssd_epi32(acc[r], x, _mm512_set1_epi32(pair));
+    }
   }
-  return LaneSums512(acc);
 }
 
 // W's values at U, as int16: a masked vpermb per 64-byte chunk of the row.
@@ -209,11 +218,6 @@ LOOM_SCREEN_VNNI8 __m512i GatherOutliers(const int8_t* w, int32_t k, const uint6
 }
 
 #pragma GCC diagnostic pop
-
-using Dots8Fn = __m256i (*)(const int8_t*, int32_t, const int8_t*, const int16_t*, __m512i);
-constexpr Dots8Fn kVnni8Dots[kRowsPerPass] = {&DotsVnni8<1>, &DotsVnni8<2>, &DotsVnni8<3>,
-                                              &DotsVnni8<4>, &DotsVnni8<5>, &DotsVnni8<6>,
-                                              &DotsVnni8<7>, &DotsVnni8<8>};
 
 // One pass's scores a = s_j t_i dots and bounds B (header) against the rows'
 // lower bounds: the rows of x whose upper bound reaches theirs keep row j.
@@ -300,10 +304,12 @@ struct HeadScreen::RowCandidates {
 // those of the int16 rounding; only r_i is larger.
 struct HeadScreen::Int8X {
   int32_t m = 0;
-  std::vector<int8_t> q;                 // [m, k]
-  std::vector<int16_t> u;                // [m, kOutliers], in U's order
-  std::vector<int32_t> offset;           // [padded] 128 * sum of q_i: the dots' unsigned offset
-  std::vector<float> t, coef_w, coef_e;  // [padded]
+  int32_t tiles = 0;  // of kLanes rows
+  // Row i of tile T in lane i: 4 channels of x_i + 128 a word (U's channels
+  // 128), and x_i's pairs at U.
+  std::vector<int32_t> qp;               // [tiles, k / 4, kLanes]
+  std::vector<int32_t> up;               // [tiles, kOutliers / 2, kLanes]
+  std::vector<float> t, coef_w, coef_e;  // [tiles * kLanes]
   // Per 64-byte chunk of a row of W: bit l set where U[l] lies in it, and
   // byte l is U[l]'s position there (vpermb's index).
   std::vector<uint64_t> lanes;  // [k / 64]
@@ -336,10 +342,10 @@ bool HeadScreen::Int8X::Round(const float* x, int32_t rows, int32_t ldx, int32_t
     lanes[c / kChunk8] |= uint64_t{1} << l;
     index[c / kChunk8 * kChunk8 + l] = static_cast<uint8_t>(c % kChunk8);
   }
-  const int32_t padded = (m + kRowsPerPass - 1) / kRowsPerPass * kRowsPerPass;
-  q.assign(static_cast<size_t>(m) * k, 0);
-  u.assign(static_cast<size_t>(m) * kOutliers, 0);
-  offset.assign(padded, 0);
+  tiles = (m + kLanes - 1) / kLanes;
+  const int32_t padded = tiles * kLanes;
+  qp.assign(static_cast<size_t>(tiles) * (k / 4) * kLanes, static_cast<int32_t>(0x80808080u));
+  up.assign(static_cast<size_t>(tiles) * (kOutliers / 2) * kLanes, 0);
   t.assign(padded, 0.0f);
   coef_w.assign(padded, 0.0f);
   coef_e.assign(padded, 0.0f);
@@ -356,25 +362,29 @@ bool HeadScreen::Int8X::Round(const float* x, int32_t rows, int32_t ldx, int32_t
     // in int16 on it.
     const float scale = std::max(amax / kWMax, amax_u / kXMax);
     double err = 0.0;
-    int32_t sum = 0;
+    auto* qb =
+        reinterpret_cast<uint8_t*>(qp.data() + static_cast<size_t>(i / kLanes) * (k / 4) * kLanes);
+    auto* ub = reinterpret_cast<int16_t*>(up.data() + static_cast<size_t>(i / kLanes) *
+                                                          (kOutliers / 2) * kLanes);
+    const int32_t lane = i % kLanes;
     for (int32_t c = 0; c < k; ++c) {
       const float r = scale > 0.0f ? std::nearbyint(xi[c] / scale) : 0.0f;
       double value = 0.0;
       if (lane_of[c] < 0) {
         const auto v = static_cast<int8_t>(std::clamp(r, -kWMax, kWMax));
-        q[static_cast<size_t>(i) * k + c] = v;
-        sum += v;
+        qb[(static_cast<size_t>(c / 4) * kLanes + lane) * 4 + c % 4] =
+            static_cast<uint8_t>(v + 128);
         value = v;
       } else {
         const auto v = static_cast<int16_t>(std::clamp(r, -kXMax, kXMax));
-        u[static_cast<size_t>(i) * kOutliers + lane_of[c]] = v;
+        const int32_t l = lane_of[c];
+        ub[(static_cast<size_t>(l / 2) * kLanes + lane) * 2 + l % 2] = v;
         value = v;
       }
       err =
           std::max(err, std::fabs(static_cast<double>(xi[c]) - static_cast<double>(scale) * value));
     }
     t[i] = scale;
-    offset[i] = 128 * sum;
     XBoundCoefficients(k, std::max(amax, amax_u), err, abs_sum, coef_w[i], coef_e[i]);
   }
   return true;
@@ -401,34 +411,54 @@ LOOM_SCREEN_AVX2 void HeadScreen::ScanAvx2(const int16_t* p, const float* t, con
   for (int32_t i = 0; i < m; ++i) local[i].lower = lower[i];
 }
 
+#pragma GCC diagnostic push  // as around the dots above
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 LOOM_SCREEN_VNNI8 void HeadScreen::ScanVnni8(const Int8X& x, int64_t begin, int64_t end,
                                              std::vector<RowCandidates>& local) const {
   const int32_t k = k_;
   const int32_t m = x.m;
-  const int32_t passes = (m + kRowsPerPass - 1) / kRowsPerPass;
-  std::vector<float> lower(static_cast<size_t>(passes) * kRowsPerPass,
+  std::vector<float> lower(static_cast<size_t>(x.tiles) * kLanes,
                            -std::numeric_limits<float>::infinity());
-  for (int64_t j = begin; j < end; ++j) {
-    const int8_t* w = &q_[static_cast<size_t>(j) * k];
-    if (j + kPrefetchRows < end) {
-      const auto* ahead = reinterpret_cast<const char*>(w + kPrefetchRows * k);
-      for (int32_t c = 0; c < k; c += 64) _mm_prefetch(ahead + c, _MM_HINT_T0);
+  for (int64_t j0 = begin; j0 < end; j0 += kLaneRows) {
+    const int rows_w = static_cast<int>(std::min<int64_t>(kLaneRows, end - j0));
+    // The next rows of W, read ahead: the copy streams from DRAM (168 MB on
+    // Gemma 3), and the first read of a row stalls the gather.
+    const auto* ahead =
+        reinterpret_cast<const char*>(&q_[static_cast<size_t>(j0 + kAheadGroups * kLaneRows) * k]);
+    if (j0 + (kAheadGroups + 1) * kLaneRows <= end) {
+      for (int32_t c = 0; c < kLaneRows * k; c += 64) _mm_prefetch(ahead + c, _MM_HINT_T1);
     }
-    const __m512i wu = GatherOutliers(w, k, x.lanes.data(), x.index.data());
-    const float sw[3] = {scale_[j], weight_[j], err_[j]};
-    for (int32_t pass = 0; pass < passes; ++pass) {
-      const int32_t i0 = pass * kRowsPerPass;
-      const int rows = std::min(kRowsPerPass, m - i0);
-      const __m256i dots =
-          _mm256_sub_epi32(kVnni8Dots[rows - 1](w, k, &x.q[static_cast<size_t>(i0) * k],
-                                                &x.u[static_cast<size_t>(i0) * kOutliers], wu),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&x.offset[i0])));
-      OfferPass(dots, j, i0, rows, sw, x.t.data(), x.coef_w.data(), x.coef_e.data(), lower.data(),
-                local);
+    const int8_t* w[kLaneRows];
+    alignas(64) int16_t wu[kLaneRows][kOutliers];
+    for (int r = 0; r < kLaneRows; ++r) {  // rows past the range repeat the last
+      w[r] = &q_[static_cast<size_t>(j0 + std::min(r, rows_w - 1)) * k];
+      _mm512_store_si512(wu[r], GatherOutliers(w[r], k, x.lanes.data(), x.index.data()));
+    }
+    for (int32_t tile = 0; tile < x.tiles; ++tile) {
+      __m512i acc[kLaneRows];
+      DotsLanes(w, k, &x.qp[static_cast<size_t>(tile) * (k / 4) * kLanes],
+                &x.up[static_cast<size_t>(tile) * (kOutliers / 2) * kLanes], wu, acc);
+      for (int r = 0; r < rows_w; ++r) {
+        const int64_t j = j0 + r;
+        const float sw[3] = {scale_[j], weight_[j], err_[j]};
+        const __m512i dots = _mm512_sub_epi32(acc[r], _mm512_set1_epi32(128 * row_sum_[j]));
+        for (int half = 0; half < 2; ++half) {
+          const int32_t i0 = tile * kLanes + half * kRowsPerPass;
+          const int rows = std::min(kRowsPerPass, m - i0);
+          if (rows <= 0) break;
+          OfferPass(half == 0 ? _mm512_castsi512_si256(dots) : _mm512_extracti64x4_epi64(dots, 1),
+                    j, i0, rows, sw, x.t.data(), x.coef_w.data(), x.coef_e.data(), lower.data(),
+                    local);
+        }
+      }
     }
   }
   for (int32_t i = 0; i < m; ++i) local[i].lower = lower[i];
 }
+#pragma GCC diagnostic pop
 
 bool HeadScreen::ScanInt16(
     const float* x, int32_t m, int32_t ldx, ParallelFor& pool,
@@ -479,6 +509,7 @@ HeadScreen HeadScreen::Build(int32_t n, int32_t k, const RowSource& rows, Parall
   s.scale_.resize(n);
   s.err_.resize(n);
   s.weight_.resize(n);
+  s.row_sum_.resize(n);
   std::atomic<bool> finite{true};
   pool.Run(n, kBuildRowsPerTask, [&](int64_t begin, int64_t end) {
     std::vector<float> values(static_cast<size_t>(end - begin) * k);
@@ -490,6 +521,9 @@ HeadScreen HeadScreen::Build(int32_t n, int32_t k, const RowSource& rows, Parall
         finite = false;
         return;
       }
+      int32_t sum = 0;
+      for (int32_t c = 0; c < k; ++c) sum += s.q_[static_cast<size_t>(j) * k + c];
+      s.row_sum_[j] = sum;
       s.err_[j] = Up(err);
       s.weight_[j] = Up(abs_sum + static_cast<double>(k) * s.err_[j]);
     }
@@ -501,7 +535,7 @@ HeadScreen HeadScreen::Build(int32_t n, int32_t k, const RowSource& rows, Parall
 }
 
 int64_t HeadScreen::NumBytes() const {
-  return static_cast<int64_t>(q_.size()) + 12 * static_cast<int64_t>(scale_.size());
+  return static_cast<int64_t>(q_.size()) + 16 * static_cast<int64_t>(scale_.size());
 }
 
 bool HeadScreen::Candidates(const float* x, int32_t m, int32_t ldx, ParallelFor& pool,

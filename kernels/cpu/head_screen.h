@@ -82,10 +82,11 @@ class HeadScreen {
 
   int32_t n_ = 0;
   int32_t k_ = 0;
-  std::vector<int8_t> q_;      // [n, k]
-  std::vector<float> scale_;   // [n] s_j
-  std::vector<float> err_;     // [n] e_j
-  std::vector<float> weight_;  // [n] S_j + k e_j
+  std::vector<int8_t> q_;         // [n, k]
+  std::vector<float> scale_;      // [n] s_j
+  std::vector<float> err_;        // [n] e_j
+  std::vector<float> weight_;     // [n] S_j + k e_j
+  std::vector<int32_t> row_sum_;  // [n] sum_k q_jk
 };
 
 }  // namespace loom::kernels::cpu
