@@ -17,19 +17,6 @@ Block Load(const std::byte* p) {
   return b;
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block: for
-// j < 4 the low 6 bits of bytes j and j + 4; above, a nibble of byte j + 4
-// with the top 2 bits of bytes j - 4 and j.
-void ScaleMinK4(int j, const uint8_t* q, uint8_t& sc, uint8_t& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = static_cast<uint8_t>((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-    mn = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 // The 16 6-bit scales of a Q3_K block, unpacked: low 4 bits from the nibbles
 // of bytes 0..7, high 2 bits from the bit pairs of bytes 8..11.
 void UnpackQ3Scales(const uint8_t* packed, int8_t* sc) {
@@ -118,7 +105,7 @@ void DecodeQ4_KSub(const std::byte* block, int s, float* out) {
   const float d = HalfToFloat(b.d);
   const float dmin = HalfToFloat(b.dmin);
   const uint8_t* q = b.qs + 32 * (s / 2);
-  uint8_t sc, mn;
+  int sc, mn;
   ScaleMinK4(s, b.scales, sc, mn);
   const float d1 = d * sc, m1 = dmin * mn;
   const int shift = 4 * (s % 2);
@@ -131,7 +118,7 @@ void DecodeQ5_KSub(const std::byte* block, int s, float* out) {
   const float dmin = HalfToFloat(b.dmin);
   const uint8_t* ql = b.qs + 32 * (s / 2);
   const uint8_t u = static_cast<uint8_t>(1 << s);
-  uint8_t sc, mn;
+  int sc, mn;
   ScaleMinK4(s, b.scales, sc, mn);
   const float d1 = d * sc, m1 = dmin * mn;
   const int shift = 4 * (s % 2);

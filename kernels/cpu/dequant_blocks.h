@@ -10,6 +10,19 @@
 
 namespace loom::kernels::cpu {
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block from
+// its 12 packed bytes q: for j < 4 the low 6 bits of bytes j and j + 4;
+// above, a nibble of byte j + 4 with the top 2 bits of bytes j - 4 and j.
+inline void ScaleMinK4(int j, const uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Each decodes one block: 32 values (Q5_0, Q5_1) or 256 (the K-quants).
 void DecodeQ5_0(const std::byte* block, float* out);
 void DecodeQ5_1(const std::byte* block, float* out);

@@ -38,15 +38,8 @@ uint32_t LoadU32(const std::byte* p) {
 // The 6-bit scale and min of sub-block s of a Q4_K / Q5_K block, times d and
 // dmin, as DecodeQ4_KSub computes them.
 LOOM_F16C inline void ScaleMinK(const std::byte* b, int s, float& d1, float& m1) {
-  const auto* q = reinterpret_cast<const uint8_t*>(b + 4);
   int sc, mn;
-  if (s < 4) {
-    sc = q[s] & 63;
-    mn = q[s + 4] & 63;
-  } else {
-    sc = (q[s + 4] & 0x0f) | ((q[s - 4] >> 6) << 4);
-    mn = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-  }
+  ScaleMinK4(s, reinterpret_cast<const uint8_t*>(b + 4), sc, mn);
   d1 = _cvtsh_ss(LoadU16(b)) * static_cast<float>(sc);
   m1 = _cvtsh_ss(LoadU16(b + 2)) * static_cast<float>(mn);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/cpu/dequant_blocks.h"
 #include "kernels/cpu/matmul_quant_blocks.h"
 
 // GCC 12 warns inside the AVX-512 intrinsics built on _mm512_undefined_*
@@ -130,18 +131,6 @@ LOOM_INT16 inline __m256i Nibbles(const std::byte* qs) {
 // 32 bytes 0..15 (or 0..31) to int16, minus bias.
 LOOM_INT16 inline void Widen(__m256i bytes, int16_t bias, int16_t* out) {
   _mm512_storeu_si512(out, _mm512_sub_epi16(_mm512_cvtepu8_epi16(bytes), _mm512_set1_epi16(bias)));
-}
-
-// The 6-bit scale and min of sub-block j of a Q4_K / Q5_K block (as
-// dequant_blocks.cc).
-inline void ScaleMinK4(int j, const uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
 }
 
 // Block b (of 32 values) of a row of W: its integers, scale and offset.
