@@ -172,7 +172,7 @@ BENCHMARK(BM_MatmulQuant<false>)
     ->Args({512, 640, 2048, 7})
     ->UseRealTime();
 BENCHMARK(BM_MatmulQuant<true>)
-    ->ArgsProduct({{4, 8, 12, 16}, {1536, 576}, {576}, {2}})
+    ->ArgsProduct({{1, 4, 8, 12, 16}, {1536, 576}, {576}, {2}})
     ->Args({16, 576, 1536, 2})
     ->Args({512, 1536, 576, 2})
     ->ArgsProduct({{16, 32}, {4096}, {640}, {3}})
