@@ -32,7 +32,7 @@ struct ExecutorOptions {
   // Q3_K), float32, or int8 per block of 32 as llama.cpp rounds them on Q8_0,
   // Q4_0/Q4_1 and Q5_0/Q5_1 (kernels/cpu/matmul_quant_int8.h).
   std::string cpu_prefill_precision = "int16";
-  // cpu: the same for decode steps (4 to 32 tokens).
+  // cpu: the same for decode steps (up to 32 tokens; int16 from 8, int8 from 4).
   std::string cpu_decode_precision = "int16";
   // cpu: the greedy rows' next token from the output head: "screened" (only
   // the rows of the head that can hold the argmax, in float32:

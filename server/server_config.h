@@ -22,7 +22,7 @@ struct ServerConfig {
   // CPU prefill matmuls on quantized weights: int16 activations (with AVX-512
   // VNNI; else float32), float32, or int8 (llama.cpp's precision).
   std::string cpu_prefill_precision = "int16";
-  // The same for decode steps of 4 to 32 tokens (a batch of decodes).
+  // The same for decode steps of up to 32 tokens (int16 from 8, int8 from 4).
   std::string cpu_decode_precision = "int16";
   // How greedy rows find their token on the CPU: screened or full.
   std::string cpu_greedy_head = "screened";
