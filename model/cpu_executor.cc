@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -80,10 +82,12 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
     return absl::InvalidArgumentError(absl::StrCat(
         "dtype ", options.dtype, " is not supported on cpu (auto, bfloat16, float32)"));
   }
-  for (const auto& [name, value] :
-       {std::pair{"cpu_prefill_precision", &options.cpu_prefill_precision},
-        std::pair{"cpu_decode_precision", &options.cpu_decode_precision}}) {
-    if (*value != "float32" && *value != "int16" && *value != "int8") {
+  const std::optional<XPrecision> prefill = XPrecisionNamed(options.cpu_prefill_precision);
+  const std::optional<XPrecision> decode = XPrecisionNamed(options.cpu_decode_precision);
+  for (const auto& [name, value, parsed] :
+       {std::tuple{"cpu_prefill_precision", &options.cpu_prefill_precision, prefill},
+        std::tuple{"cpu_decode_precision", &options.cpu_decode_precision, decode}}) {
+    if (!parsed.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, " ", *value, " is not supported (float32, int16, int8)"));
     }
@@ -107,14 +111,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const LoadedMod
       LoadLlamaWeights(c, *model.weights, dtype, *e->pool_, keep_quantized);
   if (!weights.ok()) return weights.status();
   e->weights_ = *std::move(weights);
-  const auto precision = [](const std::string& name) {
-    return name == "int8"    ? XPrecision::kInt8
-           : name == "int16" ? XPrecision::kInt16
-                             : XPrecision::kFloat32;
-  };
-  e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_,
-                                               precision(options.cpu_prefill_precision),
-                                               precision(options.cpu_decode_precision));
+  e->forward_ = std::make_unique<LlamaForward>(e->config_, e->weights_, *prefill, *decode);
   if (options.cpu_greedy_head == "screened") e->forward_->ScreenGreedyHead(*e->pool_);
   e->sampling_limits_ = {.vocab_size = c.vocab_size, .max_logit_bias = options.max_logit_bias};
   e->max_model_len_ = options.max_model_len > 0 ? options.max_model_len : model.max_model_len;

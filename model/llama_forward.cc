@@ -76,6 +76,13 @@ void WeightRows(const LinearWeight& w, int64_t begin, int64_t count, float* out)
 
 }  // namespace
 
+std::optional<XPrecision> XPrecisionNamed(std::string_view name) {
+  if (name == "float32") return XPrecision::kFloat32;
+  if (name == "int16") return XPrecision::kInt16;
+  if (name == "int8") return XPrecision::kInt8;
+  return std::nullopt;
+}
+
 void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
                           kernels::ParallelFor& pool, bool head) const {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();

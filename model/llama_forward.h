@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -71,6 +73,9 @@ struct KvPool {
 // float32, rounded to int16 per block of 32 (MatmulQuantParams::int16_x; the
 // head excepted), or to int8 (quantize_x).
 enum class XPrecision { kFloat32, kInt16, kInt8 };
+
+// The precision a flag value names ("float32", "int16", "int8"), else nullopt.
+std::optional<XPrecision> XPrecisionNamed(std::string_view name);
 
 class LlamaForward {
  public:

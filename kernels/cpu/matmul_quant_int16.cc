@@ -294,7 +294,6 @@ struct ReadAhead {
   int64_t bytes = 0;
 };
 
-// One tile: the lanes' rows of x (from row i) by the panel's kNr rows of W.
 // W's rows for a tile that decodes its panel as it goes (the first tile of
 // a panel), else null.
 struct PanelSource {
@@ -303,6 +302,7 @@ struct PanelSource {
   int rows = 0;
 };
 
+// One tile: the lanes' rows of x (from row i) by the panel's kNr rows of W.
 template <typename V, QuantType T>
 LOOM_INT16 void Tile(const Activations& a, int tile, Panel& panel, float* y, int64_t ldy, int rows,
                      int columns, const float* bias, ReadAhead ahead, PanelSource source) {
@@ -366,11 +366,11 @@ void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
   const auto tile = a.lanes == 16 ? Tile<Lanes16, T> : Tile<Lanes8, T>;
   pool.Run(p.n, task_rows, [&](int64_t n_begin, int64_t n_end) {
     thread_local Panel panel;
+    PreparePanel(p.k, panel);
     for (int t0 = 0; t0 < a.tiles; t0 += kChunkTiles) {
       for (int64_t j = n_begin; j < n_end; j += kNr) {
         const int columns = static_cast<int>(std::min<int64_t>(kNr, n_end - j));
         // The first tile decodes the panel block by block as it multiplies.
-        PreparePanel(p.k, panel);
         const PanelSource source{static_cast<const std::byte*>(p.w) + j * row_bytes, row_bytes,
                                  columns};
         // The next panel's rows in this task, read ahead during the first tile.

@@ -55,12 +55,6 @@ constexpr Precision kAutoInt8{LinearDType::kBFloat16, "auto", true, 1.0f, 0, 0.0
 constexpr Precision kAutoInt16{
     LinearDType::kBFloat16, "auto", true, 2e-3f, 16, 2e-3f, "int16", "int16"};
 
-XPrecision ToXPrecision(const std::string& name) {
-  return name == "int8"    ? XPrecision::kInt8
-         : name == "int16" ? XPrecision::kInt16
-                           : XPrecision::kFloat32;
-}
-
 struct GoldenRun {
   std::string text;
   std::vector<int32_t> prompt;
@@ -104,8 +98,8 @@ std::unique_ptr<LoadedModel> Load(const std::string& path) {
 std::vector<float> PromptLogits(const LoadedModel& model, const LlamaWeights& weights,
                                 const std::vector<int32_t>& prompt, const Precision& precision,
                                 kernels::ParallelFor& pool) {
-  LlamaForward forward(model.config, weights, ToXPrecision(precision.prefill),
-                       ToXPrecision(precision.decode));
+  LlamaForward forward(model.config, weights, *XPrecisionNamed(precision.prefill),
+                       *XPrecisionNamed(precision.decode));
   const ModelKvLayout layout = KvLayoutOf(model.config);
   const int32_t stride = layout.cache.stride();
   const int32_t block_size = 16;
