@@ -131,8 +131,11 @@ std::vector<int> HalfFields(kc::QuantType type) {
 // 270M's Q5_0 q/k/v and gate/up, Q4_K and Q6_K o_proj and down, Q8_0 tied
 // lm_head). Fourth argument: the QuantType (0 = Q8_0, 1 = Q4_0, 2 = Q4_1,
 // 3 = Q5_0, 7 = Q4_K, 9 = Q6_K).
-// kInt16: x rounded to int16 (MatmulQuantParams::int16_x) where the CPU has
-// AVX-512 VNNI.
+// 32768 x 2048 is a 1B-class layer's width with W past the L3 (Q4_K: 37.7
+// MB), read from memory as decode reads it.
+// kInt16: x rounded to int16 (MatmulQuantParams::int16_x): the int16 tiles
+// from 8 rows with AVX-512 VNNI, the dot path (matmul_quant_dot16.h) below
+// them and, on AVX2, up to 32 rows.
 template <bool kInt16>
 void BM_MatmulQuant(benchmark::State& state) {
   const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -168,11 +171,14 @@ BENCHMARK(BM_MatmulQuant<false>)
     ->ArgsProduct({{1, 16, 32}, {4096}, {640}, {3}})
     ->ArgsProduct({{1, 16, 32}, {640}, {2048}, {7, 9}})
     ->ArgsProduct({{16}, {262144}, {640}, {0}})
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {32768}, {2048}, {7, 9}})
     ->Args({512, 4096, 640, 3})
     ->Args({512, 640, 2048, 7})
     ->UseRealTime();
 BENCHMARK(BM_MatmulQuant<true>)
     ->ArgsProduct({{1, 4, 8, 12, 16}, {1536, 576}, {576}, {2}})
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {32768}, {2048}, {7, 9}})
+    ->ArgsProduct({{1}, {2048}, {2048}, {7, 9}})
     ->Args({16, 576, 1536, 2})
     ->Args({512, 1536, 576, 2})
     ->ArgsProduct({{16, 32}, {4096}, {640}, {3}})

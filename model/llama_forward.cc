@@ -83,6 +83,11 @@ std::optional<XPrecision> XPrecisionNamed(std::string_view name) {
   return std::nullopt;
 }
 
+int32_t LlamaForward::Int16DecodeMinTokens() {
+  static const int32_t tokens = kc::DetectedSimd() == kc::SimdLevel::kAvx512 ? 8 : 1;
+  return tokens;
+}
+
 void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
                           kernels::ParallelFor& pool, bool head) const {
   const float* bias = w.bias.empty() ? nullptr : w.bias.data();
@@ -101,11 +106,11 @@ void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, floa
     kc::MatmulQuantParams p{
         x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
     XPrecision precision = m >= kInt8PrefillMinTokens ? prefill_ : decode_;
-    if (m < (precision == XPrecision::kInt16 ? kInt16DecodeMinTokens : kInt8DecodeMinTokens)) {
+    if (m < (precision == XPrecision::kInt16 ? Int16DecodeMinTokens() : kInt8DecodeMinTokens)) {
       precision = XPrecision::kFloat32;
     }
     p.quantize_x = precision == XPrecision::kInt8;
-    p.int16_x = precision == XPrecision::kInt16 && !head;
+    p.int16_x = precision == XPrecision::kInt16 && (!head || m < kMinScreenedRows);
     kc::MatmulQuant(p, pool);
     return true;
   });
@@ -134,11 +139,7 @@ void LlamaForward::Head(const ForwardBatch& batch, int32_t rows, std::vector<flo
       if (batch.argmax_only[r] != 0) screened_.push_back(r);
     }
   }
-  // Below this many rows, reading the screen costs about what the float32
-  // head does (BM_HeadScreen against BM_MatmulQuant, SmolLM2's head: 1.9
-  // against 2.7 ms at 4 rows, 1.57 against 1.52 at 2).
-  constexpr size_t kMinScreenedRows = 4;
-  if (screened_.size() < kMinScreenedRows) {
+  if (screened_.size() < static_cast<size_t>(kMinScreenedRows)) {
     screened_.clear();
     Linear(final_normed_.data(), rows, head, logits.data(), pool, /*head=*/true);
     return;

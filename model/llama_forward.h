@@ -71,7 +71,8 @@ struct KvPool {
 
 // How a step's quantized matmuls take their activations (docs/golden.md):
 // float32, rounded to int16 per block of 32 (MatmulQuantParams::int16_x; the
-// head excepted), or to int8 (quantize_x).
+// head only in steps of fewer than kMinScreenedRows rows), or to int8
+// (quantize_x).
 enum class XPrecision { kFloat32, kInt16, kInt8 };
 
 // The precision a flag value names ("float32", "int16", "int8"), else nullopt.
@@ -81,7 +82,7 @@ class LlamaForward {
  public:
   // config and weights must outlive this object. `prefill` applies to steps
   // of kInt8PrefillMinTokens tokens or more, `decode` to steps of
-  // kInt8DecodeMinTokens (int8) or kInt16DecodeMinTokens (int16) up to that;
+  // kInt8DecodeMinTokens (int8) or Int16DecodeMinTokens() (int16) up to that;
   // smaller steps stay float32.
   LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
                XPrecision prefill = XPrecision::kFloat32, XPrecision decode = XPrecision::kFloat32);
@@ -93,11 +94,19 @@ class LlamaForward {
   // (SmolLM2 at 1 stream: 12.4 against 10.3 ms a token), and decoding one
   // sequence is bound by reading W either way.
   static constexpr int32_t kInt8DecodeMinTokens = 4;
-  // Steps from which int16 decode applies: its tiles cost the same from 1 to
-  // 8 rows of x (BM_MatmulQuant<true>, SmolLM2's 1536 x 576 Q4_1: 134 us at 4
-  // rows, 111 at 8, 141 at 16), where the float32 tiles take 62-75 at 4
-  // rows and 107-125 at 8.
-  static constexpr int32_t kInt16DecodeMinTokens = 8;
+  // Steps from which int16 decode applies. With AVX-512 VNNI: 8, where its
+  // tiles start (they cost the same from 1 to 8 rows of x: BM_MatmulQuant<true>,
+  // SmolLM2's 1536 x 576 Q4_1, 134 us at 4 rows, 111 at 8, 141 at 16, where
+  // the float32 tiles take 62-75 at 4 rows and 107-125 at 8). With AVX2 only:
+  // every step, on the dot path (kernels/cpu/matmul_quant_dot16.h), which
+  // reads W at close to the memory bandwidth where the float32 decoders are
+  // bound by their instructions (docs/benchmarks.md).
+  static int32_t Int16DecodeMinTokens();
+  // Steps with fewer logit rows read the head whole: below this, reading the
+  // screen costs about what the float32 head does (BM_HeadScreen against
+  // BM_MatmulQuant, SmolLM2's head: 1.9 against 2.7 ms at 4 rows, 1.57
+  // against 1.52 at 2). Those steps may round the head's x to int16.
+  static constexpr int32_t kMinScreenedRows = 4;
 
   // From now on, finds the token of a batch's argmax_only rows by screening
   // the head (kernels/cpu/head_screen.h) when it can and it pays: no int8
@@ -134,8 +143,9 @@ class LlamaForward {
   // proj_, or with a sandwich norm's weight proj_ normed into post_normed_.
   const float* PostNorm(const std::vector<float>& weight, int32_t t, kernels::ParallelFor& pool);
 
-  // y[m, w.n] = x[m, w.k] W^T (+ bias). The head's x is never rounded to
-  // int16, so that its rows keep the bits HeadLogit gives them.
+  // y[m, w.n] = x[m, w.k] W^T (+ bias). The head's x is rounded to int16
+  // only in steps below kMinScreenedRows rows, where the screen never runs:
+  // from there on its rows keep the bits HeadLogit gives them.
   void Linear(const float* x, int32_t m, const LinearWeight& w, float* y,
               kernels::ParallelFor& pool, bool head = false) const;
   // The head's logits for final_normed_ rows [0, rows), screening the

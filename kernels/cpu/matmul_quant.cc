@@ -19,6 +19,7 @@
 #include "base/float16.h"
 #include "kernels/cpu/dequant_blocks.h"
 #include "kernels/cpu/matmul_kquant.h"
+#include "kernels/cpu/matmul_quant_dot16.h"
 #include "kernels/cpu/matmul_quant_int16.h"
 #include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiles.h"
@@ -53,6 +54,12 @@ constexpr int32_t kWidenMinRows = 32;
 // decodes in two instructions, and its large matrices (the output heads:
 // 49152 x 576 at 8 rows 5.2-6.1 against 4.3-4.8 ms) keep the register path.
 constexpr int32_t kWidenMinRowsAvx512 = 8;
+
+// With int16_x: the int16 tiles (AVX-512 VNNI) from this many rows of x, the
+// dot path (matmul_quant_dot16.h) below them and, without VNNI, up to
+// kDot16MaxRows; float32 past that.
+constexpr int32_t kInt16TileMinRows = 8;
+constexpr int32_t kDot16MaxRows = 32;
 
 int32_t WidenMinRows(QuantType type, SimdLevel level) {
   return level == SimdLevel::kAvx512 && type != QuantType::kQ8_0 ? kWidenMinRowsAvx512
@@ -356,8 +363,12 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
     int8::MatmulInt8(p, pool, rows_per_task);
     return;
   }
-  if (p.int16_x && int16::Supported(p.type, level)) {
+  if (p.int16_x && int16::Supported(p.type, level) && p.m >= kInt16TileMinRows) {
     int16::MatmulInt16(p, pool, rows_per_task);
+    return;
+  }
+  if (p.int16_x && dot16::Supported(p.type, level) && p.m <= kDot16MaxRows) {
+    dot16::MatmulDot16(p, pool, rows_per_task, level);
     return;
   }
   if (p.m >= WidenMinRows(p.type, level) || kernels.tiles == nullptr) {
