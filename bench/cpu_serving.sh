@@ -13,7 +13,13 @@
 #
 # Every request: random prompt ids (a seed per load and server, the same
 # seeds for both servers), exactly the output length (ignore_eos), greedy;
-# 2 threads per server.
+# 2 threads per server. Before the servers, bench/mem_read measures the
+# machine's read bandwidth on the same threads; after each 1-stream load, its
+# decode rate (1 / TPOT p50) times the weight bytes a token reads is given as
+# a share of it.
+#
+# A 1B-class model: python3 tools/bench_model.py LLAMA_CPP_BIN_DIR, then
+#   LOOM_MODEL=~/.cache/loom/bench/llama1b-shape-q4_k_m.gguf bench/cpu_serving.sh ...
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -28,6 +34,33 @@ WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 machine_header "$MODEL"
+grep -o -w -E 'avx2|avx512f|avx512_vnni|avx512vnni|avx512_vbmi' /proc/cpuinfo | sort -u | tr '\n' ' '
+echo
+BANDWIDTH=$("$BUILD/bench/mem_read" $THREADS 1024 12 | tee /dev/stderr | awk '{print $3}')
+# Bytes of weights one decode step reads: every tensor but an untied
+# token_embd (only its rows are looked up); the GGUF's size without gguf.
+WEIGHT_BYTES=$(python3 - "$MODEL" <<'PY' 2>/dev/null || stat -c %s "$MODEL"
+import sys
+import gguf
+r = gguf.GGUFReader(sys.argv[1])
+names = {t.name for t in r.tensors}
+print(sum(int(t.n_bytes) for t in r.tensors
+          if not (t.name == "token_embd.weight" and "output.weight" in names)))
+PY
+)
+echo "weights read per token: $WEIGHT_BYTES bytes; read bandwidth $BANDWIDTH GB/s"
+
+# bandwidth_share NAME: a 1-stream load's decode rate and the share of the
+# measured read bandwidth it streams the weights at.
+bandwidth_share() {
+  python3 - "$WORK/$1.json" "$1" "$WEIGHT_BYTES" "$BANDWIDTH" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rate = 1000.0 / r["median_tpot_ms"]
+share = rate * int(sys.argv[3]) / (float(sys.argv[4]) * 1e9)
+print(f"{sys.argv[2]:<24} decode {rate:6.2f} tok/s (1 / TPOT p50): weights at {share:.2f} of the read bandwidth")
+PY
+}
 
 # The four loads, with the same seeds for both servers.
 loads() {
@@ -35,7 +68,9 @@ loads() {
   loom_bench "$server-short-16" openai "$target" 20 128 16 11
   loom_bench "$server-long-16" openai "$target" 420 64 16 12
   loom_bench "$server-long-1" openai "$target" 420 64 1 13
+  bandwidth_share "$server-long-1"
   loom_bench "$server-short-1" openai "$target" 20 128 1 14
+  bandwidth_share "$server-short-1"
 }
 
 echo "== loomd (--threads=$THREADS ${LOOMD_FLAGS:-})"

@@ -31,9 +31,9 @@ __attribute__((target("avx2"))) uint64_t SumAvx2(const std::byte* p, size_t n) {
     }
   }
   alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                     _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]),
-                                      _mm256_add_epi64(acc[2], acc[3])));
+  _mm256_store_si256(
+      reinterpret_cast<__m256i*>(lanes),
+      _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3])));
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
@@ -50,7 +50,8 @@ uint64_t SumScalar(const std::byte* p, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
   const size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1024;
   const int passes = argc > 3 ? std::atoi(argv[3]) : 12;
   if (threads < 1 || mib < 64 || passes < 1) {
@@ -93,9 +94,10 @@ int main(int argc, char** argv) {
   std::vector<double> rates;
   for (double s : seconds) rates.push_back(static_cast<double>(share) * threads / s / 1e9);
   std::sort(rates.begin(), rates.end());
-  std::printf("read bandwidth: %.2f GB/s best, %.2f median (%d threads, %zu MiB, %d passes; %llx)\n",
-              rates.back(), rates[rates.size() / 2], threads, mib, passes,
-              static_cast<unsigned long long>(check & 0xff));
+  std::printf(
+      "read bandwidth: %.2f GB/s best, %.2f median (%d threads, %zu MiB, %d passes; %llx)\n",
+      rates.back(), rates[rates.size() / 2], threads, mib, passes,
+      static_cast<unsigned long long>(check & 0xff));
   std::free(buffer);
   return 0;
 }

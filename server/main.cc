@@ -27,8 +27,9 @@ ABSL_FLAG(std::string, cpu_prefill_precision, "int16",
           "AVX-512 VNNI, else float32), float32, or int8 (llama.cpp's precision, on Q8_0, "
           "Q4_0/Q4_1 and Q5_0/Q5_1).");
 ABSL_FLAG(std::string, cpu_decode_precision, "int16",
-          "CPU decode batches (up to 32 tokens a step; int16 from 8, int8 from 4) on quantized "
-          "weights: int16, float32 or int8, as --cpu_prefill_precision.");
+          "CPU decode batches (up to 32 tokens a step) on quantized weights: int16 (every "
+          "step on AVX2-only CPUs, from 8 tokens with AVX-512 VNNI), float32 or int8 (from 4 "
+          "tokens), as --cpu_prefill_precision.");
 ABSL_FLAG(std::string, cpu_greedy_head, "screened",
           "How a CPU greedy row (no logprobs, penalties, logit_bias or constraint) finds its "
           "token: screened (the float32 logits of only the head rows that can hold the argmax; "

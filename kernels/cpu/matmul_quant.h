@@ -7,9 +7,12 @@
 // dequantizing W and calling Matmul, for any m. With quantize_x, Q4_0 and Q4_1
 // from 33 rows of x on (prefill) with AVX2 multiply int8-quantized x on the
 // integer units instead (matmul_quant_int8.h): about twice the float32 rate,
-// at llama.cpp's precision. With int16_x on AVX-512 VNNI, x is rounded to 16
-// bits per block and multiplied on the integer units (matmul_quant_int16.h):
-// up to twice the float32 rate, a relative error near 1e-5.
+// at llama.cpp's precision. With int16_x, x is rounded to 16 bits per block
+// and multiplied on the integer units, a relative error near 1e-5: from 8
+// rows on AVX-512 VNNI in tiles (matmul_quant_int16.h), up to twice the
+// float32 rate; below that, and on AVX2 up to 32 rows, row by row
+// (matmul_quant_dot16.h), which reads W at 2 to 3 times the float32
+// decoders' rate at one row.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "kernels/cpu/matmul_quant_blocks.h"
+#include "kernels/cpu/simd_reduce.h"
 
 namespace loom::kernels::cpu::dot16 {
 namespace {
@@ -29,30 +30,12 @@ struct Activations {
   int64_t blocks = 0;
 };
 
-LOOM_DOT_AVX2_TARGET inline float MaxOf(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-LOOM_DOT_AVX2_TARGET inline float SumOf(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
 // One row: q = x * (32767 / max) rounded to nearest (even), |q| <= 32767.
 LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int16_t* q, float* scale,
                                       float* sum) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int64_t b = 0; b < blocks; ++b) {
     __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int g = 0; g < 4; ++g) {
-      v[g] = _mm256_loadu_ps(x + b * kQuantBlock + 8 * g);
-      amax = _mm256_max_ps(amax, _mm256_and_ps(v[g], abs_mask));
-    }
-    const float max = MaxOf(amax);
+    const float max = LoadBlock32(x + b * kQuantBlock, v);
     const __m256 inv = _mm256_set1_ps(max > 0.0f ? kXMax / max : 0.0f);
     __m256i qi[4];
     for (int g = 0; g < 4; ++g) qi[g] = _mm256_cvtps_epi32(_mm256_mul_ps(v[g], inv));
@@ -65,7 +48,7 @@ LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int16_t* q
                           _mm256_packs_epi32(a, c));
     }
     scale[b] = max / kXMax;
-    sum[b] = SumOf(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+    sum[b] = Sum8(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "kernels/cpu/matmul_quant_blocks.h"
+#include "kernels/cpu/simd_reduce.h"
 
 namespace loom::kernels::cpu::int8 {
 namespace {
@@ -36,12 +37,6 @@ struct Panel {
   std::vector<float> m;    // [blocks, kRows]: Q4_1's offsets
 };
 
-LOOM_INT8_AVX2 inline float MaxOf(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
-}
-
 LOOM_INT8_AVX2 inline int32_t SumOf(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -52,15 +47,9 @@ LOOM_INT8_AVX2 inline int32_t SumOf(__m256i v) {
 // nearest (even), so |q| <= 127.
 LOOM_INT8_AVX2 void QuantizeRow(const float* x, int blocks, int8_t* q, float* scale, int32_t* sum,
                                 float* scaled_sum) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int b = 0; b < blocks; ++b) {
     __m256 v[4];
-    __m256 amax = _mm256_setzero_ps();
-    for (int g = 0; g < 4; ++g) {
-      v[g] = _mm256_loadu_ps(x + b * kQuantBlock + 8 * g);
-      amax = _mm256_max_ps(amax, _mm256_and_ps(v[g], abs_mask));
-    }
-    const float max = MaxOf(amax);
+    const float max = LoadBlock32(x + b * kQuantBlock, v);
     const float d = max / 127.0f;
     const __m256 inv = _mm256_set1_ps(max > 0.0f ? 127.0f / max : 0.0f);
     __m256i qi[4];

@@ -47,6 +47,30 @@ __attribute__((target("avx512f"))) inline void TileSums(const __m512 (&acc)[MR][
   _mm512_storeu_ps(sums, Reduce16(all));
 }
 
+// The largest and the sum of the 8 lanes of v (AVX2 paths).
+__attribute__((target("avx2"))) inline float Max8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+__attribute__((target("avx2"))) inline float Sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// A block of 32 floats at x into v[0..3], 8 each; returns max |x|: what the
+// int8 and int16 paths scale a block of activations by.
+__attribute__((target("avx2"))) inline float LoadBlock32(const float* x, __m256 (&v)[4]) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 amax = _mm256_setzero_ps();
+  for (int g = 0; g < 4; ++g) {
+    v[g] = _mm256_loadu_ps(x + 8 * g);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(v[g], abs_mask));
+  }
+  return Max8(amax);
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace loom::kernels::cpu

@@ -23,21 +23,27 @@ constexpr QuantType kTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::k
                                 QuantType::kQ5_0, QuantType::kQ5_1, QuantType::kQ4_K,
                                 QuantType::kQ5_K, QuantType::kQ6_K};
 
-// The levels this machine can run: AVX2's vpmaddwd always (on an AVX-512
-// machine too), AVX-512 VNNI's vpdpwssd where the CPU has it.
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> levels;
-  if (dot16::Supported(QuantType::kQ4_K, SimdLevel::kAvx2) &&
-      DetectedSimd() >= SimdLevel::kAvx2) {
-    levels.push_back(SimdLevel::kAvx2);
+// The dot kernels of a level: AVX2's vpmaddwd (run on every AVX2 CPU, on an
+// AVX-512 machine too) or AVX-512 VNNI's vpdpwssd (only where the CPU has
+// it; the tests of that level skip elsewhere and say so).
+class MatmulDot16Test : public testing::TestWithParam<SimdLevel> {
+ protected:
+  void SetUp() override {
+    if (DetectedSimd() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+    if (level() == SimdLevel::kAvx512 && !dot16::UsesVnni(DetectedSimd())) {
+      GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or LOOM_SIMD caps it): the vpdpwssd "
+                      "kernels are not run here";
+    }
   }
-  if (dot16::UsesVnni(DetectedSimd())) levels.push_back(SimdLevel::kAvx512);
-  return levels;
-}
+  SimdLevel level() const { return GetParam(); }
+};
 
-std::string LevelName(SimdLevel level) {
-  return dot16::UsesVnni(level) ? "avx512-vnni" : SimdName(level);
-}
+INSTANTIATE_TEST_SUITE_P(Levels, MatmulDot16Test,
+                         testing::Values(SimdLevel::kAvx2, SimdLevel::kAvx512),
+                         [](const testing::TestParamInfo<SimdLevel>& info) {
+                           return info.param == SimdLevel::kAvx2 ? std::string("Avx2")
+                                                                 : std::string("Avx512Vnni");
+                         });
 
 std::vector<float> Dequantized(QuantType type, const std::vector<std::byte>& w, int32_t n,
                                int32_t k) {
@@ -110,40 +116,38 @@ void ExpectWithinBound(QuantType type, const std::vector<float>& x, int32_t ldx,
   }
 }
 
-// Every type and level; 1 to 9 rows (the 4-row passes and their remainders),
+// Every type; 1 to 9 rows (the 4-row passes and their remainders),
 // odd strides, a bias, and a value 1000 times the rest in each row: within
 // the rounding of x, and not the float32 result.
-TEST(MatmulDot16Test, StaysWithinTheRoundingOfX) {
-  if (Levels().empty()) GTEST_SKIP() << "no AVX2";
+TEST_P(MatmulDot16Test, StaysWithinTheRoundingOfX) {
   ThreadPool pool(3);
   uint32_t seed = 300;
-  for (SimdLevel level : Levels()) {
-    for (QuantType type : kTypes) {
-      for (int32_t m : {1, 2, 3, 4, 5, 7, 9}) {
-        for (int32_t n : {1, 13, 64}) {
-          for (int32_t k : {256, 512}) {
-            SCOPED_TRACE(testing::Message() << LevelName(level) << " " << QuantTypeName(type)
-                                            << " m " << m << " n " << n << " k " << k);
-            const int32_t ldx = k + 3, ldy = n + 2;
-            std::vector<float> x = RandomVector(static_cast<size_t>(m) * ldx, ++seed, -2, 2);
-            for (int32_t i = 0; i < m; ++i) x[static_cast<size_t>(i) * ldx + (i * 37) % k] *= 1000.0f;
-            const std::vector<std::byte> w =
-                RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), ++seed);
-            const std::vector<float> bias = RandomVector(n, ++seed);
-            const MatmulQuantParams p{x.data(), w.data(), type, bias.data(), nullptr,
-                                      m,        n,        k,    ldx,         ldy};
-            const std::vector<float> y = Product(p, pool, level);
-            std::vector<float> y_bias = y;
-            for (int32_t i = 0; i < m; ++i) {
-              for (int32_t j = 0; j < n; ++j) y_bias[static_cast<size_t>(i) * ldy + j] -= bias[j];
-            }
-            ExpectWithinBound(type, x, ldx, w, y_bias, ldy, m, n, k);
-            std::vector<float> exact(y.size(), 0.0f);
-            MatmulQuantParams f = p;
-            f.y = exact.data();
-            MatmulQuant(f, pool, level);
-            EXPECT_NE(exact, y);
+  for (QuantType type : kTypes) {
+    for (int32_t m : {1, 2, 3, 4, 5, 7, 9}) {
+      for (int32_t n : {1, 13, 64}) {
+        for (int32_t k : {256, 512}) {
+          SCOPED_TRACE(testing::Message()
+                       << std::string(SimdName(level())) << " " << QuantTypeName(type) << " m " << m
+                       << " n " << n << " k " << k);
+          const int32_t ldx = k + 3, ldy = n + 2;
+          std::vector<float> x = RandomVector(static_cast<size_t>(m) * ldx, ++seed, -2, 2);
+          for (int32_t i = 0; i < m; ++i) x[static_cast<size_t>(i) * ldx + (i * 37) % k] *= 1000.0f;
+          const std::vector<std::byte> w =
+              RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), ++seed);
+          const std::vector<float> bias = RandomVector(n, ++seed);
+          const MatmulQuantParams p{x.data(), w.data(), type, bias.data(), nullptr,
+                                    m,        n,        k,    ldx,         ldy};
+          const std::vector<float> y = Product(p, pool, level());
+          std::vector<float> y_bias = y;
+          for (int32_t i = 0; i < m; ++i) {
+            for (int32_t j = 0; j < n; ++j) y_bias[static_cast<size_t>(i) * ldy + j] -= bias[j];
           }
+          ExpectWithinBound(type, x, ldx, w, y_bias, ldy, m, n, k);
+          std::vector<float> exact(y.size(), 0.0f);
+          MatmulQuantParams f = p;
+          f.y = exact.data();
+          MatmulQuant(f, pool, level());
+          EXPECT_NE(exact, y);
         }
       }
     }
@@ -152,24 +156,21 @@ TEST(MatmulDot16Test, StaysWithinTheRoundingOfX) {
 
 // Through MatmulQuant: int16_x takes the dot path for steps of a few rows,
 // with the dot path's bits.
-TEST(MatmulDot16Test, MatmulQuantTakesTheDotPathForFewRows) {
-  if (Levels().empty()) GTEST_SKIP() << "no AVX2";
+TEST_P(MatmulDot16Test, MatmulQuantTakesTheDotPathForFewRows) {
   ThreadPool pool(2);
   const int32_t n = 40, k = 512;
-  for (SimdLevel level : Levels()) {
-    for (QuantType type : {QuantType::kQ4_K, QuantType::kQ6_K, QuantType::kQ4_1}) {
-      SCOPED_TRACE(LevelName(level) + " " + QuantTypeName(type));
-      const std::vector<std::byte> w =
-          RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 41);
-      for (int32_t m : {1, 3, 7}) {
-        const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 42 + m);
-        MatmulQuantParams p{x.data(), w.data(), type, nullptr, nullptr, m, n, k, k, n};
-        std::vector<float> y(static_cast<size_t>(m) * n);
-        p.y = y.data();
-        p.int16_x = true;
-        MatmulQuant(p, pool, level);
-        EXPECT_EQ(y, Product(p, pool, level)) << m << " rows";
-      }
+  for (QuantType type : {QuantType::kQ4_K, QuantType::kQ6_K, QuantType::kQ4_1}) {
+    SCOPED_TRACE(std::string(SimdName(level())) + " " + QuantTypeName(type));
+    const std::vector<std::byte> w =
+        RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 41);
+    for (int32_t m : {1, 3, 7}) {
+      const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 42 + m);
+      MatmulQuantParams p{x.data(), w.data(), type, nullptr, nullptr, m, n, k, k, n};
+      std::vector<float> y(static_cast<size_t>(m) * n);
+      p.y = y.data();
+      p.int16_x = true;
+      MatmulQuant(p, pool, level());
+      EXPECT_EQ(y, Product(p, pool, level())) << m << " rows";
     }
   }
 }
@@ -179,41 +180,38 @@ TEST(MatmulDot16Test, MatmulQuantTakesTheDotPathForFewRows) {
 // double, with the offsets' terms on the unrounded sums of x: equal up to
 // float32's rounding of the sums. A block in the wrong lanes, or a value
 // paired with the wrong x, is far outside this.
-TEST(MatmulDot16Test, EqualsTheProductOfRoundedX) {
-  if (Levels().empty()) GTEST_SKIP() << "no AVX2";
+TEST_P(MatmulDot16Test, EqualsTheProductOfRoundedX) {
   ThreadPool pool(2);
   const int32_t m = 3, n = 21, k = 768;
-  for (SimdLevel level : Levels()) {
-    for (QuantType type : kTypes) {
-      SCOPED_TRACE(LevelName(level) + " " + QuantTypeName(type));
-      const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 77, -3, 3);
-      const std::vector<std::byte> blocks =
-          RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 78);
-      const std::vector<float> y =
-          Product({x.data(), blocks.data(), type, nullptr, nullptr, m, n, k, k, n}, pool, level);
-      const std::vector<float> w = Dequantized(type, blocks, n, k);
-      const std::vector<double> offsets = BlockOffsets(type, blocks, n, k);
-      for (int32_t i = 0; i < m; ++i) {
-        std::vector<double> xr(k);
-        for (int32_t b = 0; b < k / 32; ++b) {
-          float max = 0.0f;
-          for (int32_t t = b * 32; t < b * 32 + 32; ++t) max = std::max(max, std::fabs(x[i * k + t]));
-          const float inv = 32767.0f / max, scale = max / 32767.0f;
-          for (int32_t t = b * 32; t < b * 32 + 32; ++t) {
-            xr[t] = static_cast<double>(std::nearbyint(x[i * k + t] * inv)) * scale;
-          }
+  for (QuantType type : kTypes) {
+    SCOPED_TRACE(std::string(SimdName(level())) + " " + QuantTypeName(type));
+    const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 77, -3, 3);
+    const std::vector<std::byte> blocks =
+        RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 78);
+    const std::vector<float> y =
+        Product({x.data(), blocks.data(), type, nullptr, nullptr, m, n, k, k, n}, pool, level());
+    const std::vector<float> w = Dequantized(type, blocks, n, k);
+    const std::vector<double> offsets = BlockOffsets(type, blocks, n, k);
+    for (int32_t i = 0; i < m; ++i) {
+      std::vector<double> xr(k);
+      for (int32_t b = 0; b < k / 32; ++b) {
+        float max = 0.0f;
+        for (int32_t t = b * 32; t < b * 32 + 32; ++t) max = std::max(max, std::fabs(x[i * k + t]));
+        const float inv = 32767.0f / max, scale = max / 32767.0f;
+        for (int32_t t = b * 32; t < b * 32 + 32; ++t) {
+          xr[t] = static_cast<double>(std::nearbyint(x[i * k + t] * inv)) * scale;
         }
-        for (int32_t j = 0; j < n; ++j) {
-          double want = 0.0, magnitude = 0.0;
-          for (int32_t t = 0; t < k; ++t) {
-            const double offset = offsets[static_cast<size_t>(j) * (k / 32) + t / 32];
-            const double wv = w[static_cast<size_t>(j) * k + t];
-            want += (wv - offset) * xr[t] + offset * x[i * k + t];
-            magnitude += std::fabs(wv * x[i * k + t]);
-          }
-          EXPECT_NEAR(y[static_cast<size_t>(i) * n + j], want, 1e-5 * magnitude + 1e-30)
-              << "row " << i << " col " << j;
+      }
+      for (int32_t j = 0; j < n; ++j) {
+        double want = 0.0, magnitude = 0.0;
+        for (int32_t t = 0; t < k; ++t) {
+          const double offset = offsets[static_cast<size_t>(j) * (k / 32) + t / 32];
+          const double wv = w[static_cast<size_t>(j) * k + t];
+          want += (wv - offset) * xr[t] + offset * x[i * k + t];
+          magnitude += std::fabs(wv * x[i * k + t]);
         }
+        EXPECT_NEAR(y[static_cast<size_t>(i) * n + j], want, 1e-5 * magnitude + 1e-30)
+            << "row " << i << " col " << j;
       }
     }
   }
@@ -221,67 +219,41 @@ TEST(MatmulDot16Test, EqualsTheProductOfRoundedX) {
 
 // A row's output bits do not depend on the other rows of the step, nor on
 // their number.
-TEST(MatmulDot16Test, RowResultDoesNotDependOnTheBatch) {
-  if (Levels().empty()) GTEST_SKIP() << "no AVX2";
+TEST_P(MatmulDot16Test, RowResultDoesNotDependOnTheBatch) {
   ThreadPool pool(2);
   const int32_t n = 45, k = 512, m = 37;
   const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 5);
-  for (SimdLevel level : Levels()) {
-    for (QuantType type : {QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ4_K,
-                           QuantType::kQ6_K}) {
-      SCOPED_TRACE(LevelName(level) + " " + QuantTypeName(type));
-      const std::vector<std::byte> w =
-          RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 6);
-      auto run = [&](int32_t first_row, int32_t rows) {
-        return Product({x.data() + static_cast<size_t>(first_row) * k, w.data(), type, nullptr,
-                        nullptr, rows, n, k, k, n},
-                       pool, level);
-      };
-      const std::vector<float> all = run(0, m);
-      for (auto [first, rows] : {std::pair{0, 1}, {3, 4}, {7, 2}, {10, 3}, {20, 17}, {36, 1}}) {
-        const std::vector<float> part = run(first, rows);
-        ASSERT_EQ(0, std::memcmp(part.data(), all.data() + static_cast<size_t>(first) * n,
-                                 part.size() * sizeof(float)))
-            << rows << " rows from " << first;
-      }
+  for (QuantType type : {QuantType::kQ4_1, QuantType::kQ5_0, QuantType::kQ4_K, QuantType::kQ6_K}) {
+    SCOPED_TRACE(std::string(SimdName(level())) + " " + QuantTypeName(type));
+    const std::vector<std::byte> w = RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 6);
+    auto run = [&](int32_t first_row, int32_t rows) {
+      return Product({x.data() + static_cast<size_t>(first_row) * k, w.data(), type, nullptr,
+                      nullptr, rows, n, k, k, n},
+                     pool, level());
+    };
+    const std::vector<float> all = run(0, m);
+    for (auto [first, rows] : {std::pair{0, 1}, {3, 4}, {7, 2}, {10, 3}, {20, 17}, {36, 1}}) {
+      const std::vector<float> part = run(first, rows);
+      ASSERT_EQ(0, std::memcmp(part.data(), all.data() + static_cast<size_t>(first) * n,
+                               part.size() * sizeof(float)))
+          << rows << " rows from " << first;
     }
   }
 }
 
 // The largest integers each type holds, times x at its largest in every
 // value: no int16 or int32 sum overflows.
-TEST(MatmulDot16Test, LargestValuesDoNotOverflow) {
-  if (Levels().empty()) GTEST_SKIP() << "no AVX2";
+TEST_P(MatmulDot16Test, LargestValuesDoNotOverflow) {
   ThreadPool pool(1);
   const int32_t m = 2, n = 8, k = 256;
-  for (SimdLevel level : Levels()) {
-    for (QuantType type : kTypes) {
-      SCOPED_TRACE(LevelName(level) + " " + QuantTypeName(type));
-      const int64_t blocks = int64_t{n} * k / QuantBlockValues(type);
-      std::vector<std::byte> w = RandomBlocks(type, blocks, 9);
-      const int64_t bytes = QuantBlockBytes(type);
-      const std::vector<int> halves = HalfFieldOffsets(type);
-      for (int64_t b = 0; b < blocks; ++b) {
-        std::byte* block = w.data() + b * bytes;
-        // Every byte but the fp16 fields: all ones (the largest 4- and 5-bit
-        // values, K-quant scales of 63), Q8_0's -128, Q6_K's q = 0 (-32)
-        // with scales of -128.
-        for (int64_t i = 0; i < bytes; ++i) {
-          if (std::find(halves.begin(), halves.end(), i) != halves.end() ||
-              std::find(halves.begin(), halves.end(), i - 1) != halves.end()) {
-            continue;
-          }
-          std::byte fill = std::byte{0xff};
-          if (type == QuantType::kQ8_0) fill = std::byte{0x80};
-          if (type == QuantType::kQ6_K) fill = i >= 192 ? std::byte{0x80} : std::byte{0x00};
-          block[i] = fill;
-        }
-      }
-      const std::vector<float> x(static_cast<size_t>(m) * k, -3.0f);
-      const std::vector<float> y =
-          Product({x.data(), w.data(), type, nullptr, nullptr, m, n, k, k, n}, pool, level);
-      ExpectWithinBound(type, x, k, w, y, n, m, n, k);
-    }
+  for (QuantType type : kTypes) {
+    SCOPED_TRACE(std::string(SimdName(level())) + " " + QuantTypeName(type));
+    const int64_t blocks = int64_t{n} * k / QuantBlockValues(type);
+    const std::vector<std::byte> w = LargestBlocks(type, blocks, 9);
+    const std::vector<float> x(static_cast<size_t>(m) * k, -3.0f);
+    const std::vector<float> y =
+        Product({x.data(), w.data(), type, nullptr, nullptr, m, n, k, k, n}, pool, level());
+    ExpectWithinBound(type, x, k, w, y, n, m, n, k);
   }
 }
 

@@ -144,25 +144,7 @@ TEST(MatmulInt16Test, LargestValuesDoNotOverflow) {
   for (QuantType type : kTypes) {
     SCOPED_TRACE(QuantTypeName(type));
     const int64_t blocks = int64_t{n} * k / QuantBlockValues(type);
-    std::vector<std::byte> w = RandomBlocks(type, blocks, 9);
-    const int64_t bytes = QuantBlockBytes(type);
-    for (int64_t b = 0; b < blocks; ++b) {
-      std::byte* block = w.data() + b * bytes;
-      const std::vector<int> halves = HalfFieldOffsets(type);
-      // Every byte but the fp16 fields: 0x00 (Q8_0's -128 is 0x80; Q6_K's
-      // q = 0 is -32 with scales of -128) or all ones (the largest 4 and 5
-      // bit values, K-quant scales of 63).
-      for (int64_t i = 0; i < bytes; ++i) {
-        if (std::find(halves.begin(), halves.end(), i) != halves.end() ||
-            std::find(halves.begin(), halves.end(), i - 1) != halves.end()) {
-          continue;
-        }
-        std::byte fill = std::byte{0xff};
-        if (type == QuantType::kQ8_0) fill = std::byte{0x80};
-        if (type == QuantType::kQ6_K) fill = i >= 192 ? std::byte{0x80} : std::byte{0x00};
-        block[i] = fill;
-      }
-    }
+    const std::vector<std::byte> w = LargestBlocks(type, blocks, 9);
     const std::vector<float> x(static_cast<size_t>(m) * k, -3.0f);
     const std::vector<float> y =
         Product({x.data(), w.data(), type, nullptr, nullptr, m, n, k, k, n}, pool);

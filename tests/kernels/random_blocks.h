@@ -53,4 +53,27 @@ inline std::vector<std::byte> RandomBlocks(cpu::QuantType type, int64_t blocks, 
   return out;
 }
 
+// RandomBlocks whose bytes, all but the fp16 fields, hold the largest
+// integers of the type: all ones (the largest 4- and 5-bit values, K-quant
+// scales of 63), Q8_0's -128, Q6_K's q = 0 (-32) with scales of -128. Times x
+// at its largest, the integer paths' sums at their limits.
+inline std::vector<std::byte> LargestBlocks(cpu::QuantType type, int64_t blocks, uint32_t seed) {
+  std::vector<std::byte> w = RandomBlocks(type, blocks, seed);
+  const int64_t bytes = cpu::QuantBlockBytes(type);
+  const std::vector<int> halves = HalfFieldOffsets(type);
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::byte* block = w.data() + b * bytes;
+    for (int64_t i = 0; i < bytes; ++i) {
+      bool half = false;
+      for (int off : halves) half = half || i == off || i == off + 1;
+      if (half) continue;
+      std::byte fill = std::byte{0xff};
+      if (type == cpu::QuantType::kQ8_0) fill = std::byte{0x80};
+      if (type == cpu::QuantType::kQ6_K) fill = i >= 192 ? std::byte{0x80} : std::byte{0x00};
+      block[i] = fill;
+    }
+  }
+  return w;
+}
+
 }  // namespace loom::kernels
