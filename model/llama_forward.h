@@ -98,9 +98,9 @@ class LlamaForward {
   // tiles start (they cost the same from 1 to 8 rows of x: BM_MatmulQuant<true>,
   // SmolLM2's 1536 x 576 Q4_1, 134 us at 4 rows, 111 at 8, 141 at 16, where
   // the float32 tiles take 62-75 at 4 rows and 107-125 at 8). With AVX2 only:
-  // every step, on the dot path (kernels/cpu/matmul_quant_dot16.h), which
-  // reads W at close to the memory bandwidth where the float32 decoders are
-  // bound by their instructions (docs/benchmarks.md).
+  // every step; MatmulQuant runs the dot path (kernels/cpu/matmul_quant_dot16.h)
+  // where it is faster than the float32 tiles (K-quants up to 32 rows, the
+  // other blocks up to 3) and float32 elsewhere (docs/benchmarks.md).
   static int32_t Int16DecodeMinTokens();
   // Steps with fewer logit rows read the head whole: below this, reading the
   // screen costs about what the float32 head does (BM_HeadScreen against

@@ -10,9 +10,9 @@
 // at llama.cpp's precision. With int16_x, x is rounded to 16 bits per block
 // and multiplied on the integer units, a relative error near 1e-5: from 8
 // rows on AVX-512 VNNI in tiles (matmul_quant_int16.h), up to twice the
-// float32 rate; below that, and on AVX2 up to 32 rows, row by row
-// (matmul_quant_dot16.h), which reads W at 2 to 3 times the float32
-// decoders' rate at one row.
+// float32 rate; below that, and on AVX2 (K-quants up to 32 rows, the
+// 32-value blocks up to 3), row by row (matmul_quant_dot16.h), which reads
+// K-quant W at 2 to 3 times the float32 decoders' rate at one row.
 #pragma once
 
 #include <cstdint>

@@ -154,8 +154,9 @@ TEST_P(MatmulDot16Test, StaysWithinTheRoundingOfX) {
   }
 }
 
-// Through MatmulQuant: int16_x takes the dot path for steps of a few rows,
-// with the dot path's bits.
+// Through MatmulQuant: int16_x takes the dot path where it is chosen, the
+// K-quants up to 32 rows (below 8 with VNNI, where the tiles start) and the
+// 32-value blocks up to 3; from 4 rows those take the float32 tiles.
 TEST_P(MatmulDot16Test, MatmulQuantTakesTheDotPathForFewRows) {
   ThreadPool pool(2);
   const int32_t n = 40, k = 512;
@@ -163,14 +164,22 @@ TEST_P(MatmulDot16Test, MatmulQuantTakesTheDotPathForFewRows) {
     SCOPED_TRACE(std::string(SimdName(level())) + " " + QuantTypeName(type));
     const std::vector<std::byte> w =
         RandomBlocks(type, int64_t{n} * k / QuantBlockValues(type), 41);
-    for (int32_t m : {1, 3, 7}) {
+    const bool super_blocks = QuantBlockValues(type) == kSuperBlock;
+    const int32_t dot_rows = !super_blocks ? 3 : level() == SimdLevel::kAvx512 ? 7 : 32;
+    for (int32_t m : {1, 3, 4, 7, 32}) {
       const std::vector<float> x = RandomVector(static_cast<size_t>(m) * k, 42 + m);
       MatmulQuantParams p{x.data(), w.data(), type, nullptr, nullptr, m, n, k, k, n};
-      std::vector<float> y(static_cast<size_t>(m) * n);
+      std::vector<float> y(static_cast<size_t>(m) * n), float32(y.size());
+      p.y = float32.data();
+      MatmulQuant(p, pool, level());
       p.y = y.data();
       p.int16_x = true;
       MatmulQuant(p, pool, level());
-      EXPECT_EQ(y, Product(p, pool, level())) << m << " rows";
+      if (m <= dot_rows) {
+        EXPECT_EQ(y, Product(p, pool, level())) << m << " rows";
+      } else if (m < 8) {
+        EXPECT_EQ(y, float32) << m << " rows";
+      }
     }
   }
 }
