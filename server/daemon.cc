@@ -28,6 +28,7 @@
 #include "server/grpc_server.h"
 #include "server/http_server.h"
 #include "server/kv_event_publisher.h"
+#include "server/listen_ports.h"
 #include "server/loaded_model_frontend.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -495,6 +496,10 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
     LogLine(absl::StrCat("API keys from ", config.api_keys_file, ": ", set->size(), " keys, ",
                          set->Tenants().size(), " tenants",
                          set->has_tenants() ? " (prefix-cache salts derive from the tenant)" : ""));
+  }
+  if (absl::Status ports = CheckPortsFree(config.host, ListenPorts(config)); !ports.ok()) {
+    LogLine(absl::StrCat("cannot start: ", ports.message()));
+    return 1;
   }
   LogLine(absl::StrCat("loading ", config.model));
   ModelLoadOptions load;

@@ -19,6 +19,12 @@ namespace {
 
 int ToMillis(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
 
+// gRPC sets SO_REUSEPORT by default, which lets a second server bind a port
+// that one already serves and take part of its connections.
+void NoReusePort(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
 void ApplyOptions(const GrpcServerOptions& options, grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ToMillis(options.keepalive_time));
@@ -29,6 +35,7 @@ void ApplyOptions(const GrpcServerOptions& options, grpc::ServerBuilder& builder
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              ToMillis(std::min(options.keepalive_time, absl::Seconds(10))));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  NoReusePort(builder);
 }
 
 // IPv6 literals need brackets in a gRPC target.
@@ -110,6 +117,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
   if (!options.tls_cert_file.empty() && options.health_port >= 0) {
     grpc::ServerBuilder health_builder;
     const std::string health_address = Address(host, options.health_port);
+    NoReusePort(health_builder);
     health_builder.AddListeningPort(health_address, grpc::InsecureServerCredentials(),
                                     &grpc_server->health_port_);
     // gRPC starts a server only with a service of its own to poll for; the

@@ -1,11 +1,11 @@
 // loomd: serves a Llama-family model over gRPC (API.md). Flags are API.md §3;
 // they are validated before anything is loaded.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "model/model.h"
@@ -13,6 +13,7 @@
 #include "server/log.h"
 #include "server/server_config.h"
 #include "server/signal_watcher.h"
+#include "server/usage.h"
 
 ABSL_FLAG(std::string, model, "",
           "A .gguf file or a Hugging Face model directory. Default: $LOOM_MODEL when set, else "
@@ -27,9 +28,9 @@ ABSL_FLAG(std::string, cpu_prefill_precision, "int16",
           "AVX-512 VNNI, else float32), float32, or int8 (llama.cpp's precision, on Q8_0, "
           "Q4_0/Q4_1 and Q5_0/Q5_1).");
 ABSL_FLAG(std::string, cpu_decode_precision, "int16",
-          "CPU decode batches (up to 32 tokens a step) on quantized weights: int16 (every "
-          "step on AVX2-only CPUs, from 8 tokens with AVX-512 VNNI), float32 or int8 (from 4 "
-          "tokens), as --cpu_prefill_precision.");
+          "CPU decode batches (up to 32 tokens a step) on quantized weights: int16 (from 8 "
+          "tokens with AVX-512 VNNI; on AVX2-only CPUs every step on K-quants, up to 3 tokens "
+          "on the other blocks), float32 or int8 (from 4 tokens), as --cpu_prefill_precision.");
 ABSL_FLAG(std::string, cpu_greedy_head, "screened",
           "How a CPU greedy row (no logprobs, penalties, logit_bias or constraint) finds its "
           "token: screened (the float32 logits of only the head rows that can hold the argmax; "
@@ -226,7 +227,11 @@ bool ReadLimitFlags(loom::ServerConfig& config) {
 int Run(int argc, char** argv) {
   // Before any thread exists, so that only the watcher thread takes them.
   loom::SignalWatcher::BlockSignals();
-  absl::SetProgramUsageMessage("Serves a Llama-family model over gRPC. See README.md.");
+  loom::ConfigureUsage();
+  if (loom::WantsShortUsage(argc, argv)) {
+    std::fputs(loom::ShortUsage().c_str(), stdout);
+    return 0;
+  }
   absl::ParseCommandLine(argc, argv);
 
   const char* env_model = std::getenv("LOOM_MODEL");

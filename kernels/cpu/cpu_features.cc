@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
 
 namespace loom::kernels::cpu {
 namespace {
@@ -29,6 +32,40 @@ SimdLevel Detect() {
 SimdLevel DetectedSimd() {
   static const SimdLevel level = Detect();
   return level;
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string CpuFeatureNames() {
+  std::string out;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const std::pair<const char*, bool> features[] = {
+      {"avx2", __builtin_cpu_supports("avx2") != 0},
+      {"fma", __builtin_cpu_supports("fma") != 0},
+      {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+      {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
+      {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
+      {"avx512vbmi", __builtin_cpu_supports("avx512vbmi") != 0},
+  };
+  for (const auto& [name, has] : features) {
+    if (!has) continue;
+    if (!out.empty()) out += ' ';
+    out += name;
+  }
+#endif
+  return out.empty() ? "none" : out;
 }
 
 const char* SimdName(SimdLevel level) {

@@ -2,6 +2,8 @@
 // machine has (AVX-512, AVX2+FMA, or portable C++).
 #pragma once
 
+#include <string>
+
 namespace loom::kernels::cpu {
 
 // Ordered: each level implies the ones before it.
@@ -16,5 +18,11 @@ SimdLevel DetectedSimd();
 // one with DetectedSimd(). Not target_clones: its ifunc resolvers run before
 // sanitizer runtimes initialise and crash TSan builds.
 const char* SimdName(SimdLevel level);
+
+// The CPU's model name (from /proc/cpuinfo; "unknown" elsewhere) and the
+// instruction-set extensions the kernels use that it has, e.g. "avx2 fma f16c
+// avx512f avx512bw avx512vl avx512vnni", for start-up lines and --version.
+std::string CpuModelName();
+std::string CpuFeatureNames();
 
 }  // namespace loom::kernels::cpu

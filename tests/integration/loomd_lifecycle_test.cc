@@ -1,10 +1,12 @@
 // The real loomd's signals and lifecycle: stray signals cannot disable the
 // SIGTERM drain, SIGTERM during load or warm-up exits cleanly, the drain
 // serves queued requests and ends what remains at --drain_timeout with
-// UNAVAILABLE, and a client deadline is counted as a deadline.
+// UNAVAILABLE, a client deadline is counted as a deadline, and a taken port
+// fails start-up before the model loads.
 #include <csignal>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -17,6 +19,7 @@ namespace loom::testing {
 namespace {
 
 using ::grpc::health::v1::HealthCheckResponse;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -45,6 +48,70 @@ TEST(LoomdLifecycleTest, OtherSignalsDoNotDisableTheDrain) {
   ExpectExit(**loomd, 0);
   EXPECT_THAT((*loomd)->log(), HasSubstr("received Terminated: draining"));
   EXPECT_THAT((*loomd)->log(), HasSubstr(kNothingLeft));
+}
+
+// A second loomd on a port the first listens on fails at once, before it
+// loads the model, naming the flag and the port; the first keeps serving.
+// (gRPC's default SO_REUSEPORT let a second one serve the gRPC port beside
+// the first, each taking part of the calls; a taken HTTP port failed only
+// after the model had loaded.)
+TEST(LoomdLifecycleTest, TakenPortFailsStartBeforeTheModelLoads) {
+  absl::StatusOr<std::unique_ptr<LoomdProcess>> first = LoomdProcess::Start();
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string target = (*first)->target();
+  const std::string grpc_port = target.substr(target.rfind(':') + 1);
+  const std::string http_port = std::to_string((*first)->http_port());
+  for (const auto& [flag, port] : std::vector<std::pair<std::string, std::string>>{
+           {"port", grpc_port}, {"http_port", http_port}, {"metrics_port", http_port}}) {
+    SCOPED_TRACE(flag);
+    absl::StatusOr<std::unique_ptr<LoomdProcess>> second =
+        LoomdProcess::Spawn({"--" + flag + "=" + port});
+    ASSERT_TRUE(second.ok()) << second.status();
+    ExpectExit(**second, 1);
+    const std::string log = (*second)->log();
+    EXPECT_THAT(log, HasSubstr("cannot start: --" + flag + "=" + port + ": cannot listen on"));
+    EXPECT_THAT(log, HasSubstr("in use"));
+    EXPECT_THAT(log, Not(HasSubstr("loading ")));
+  }
+  grpc::health::v1::HealthCheckRequest request;
+  HealthCheckResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kBound));
+  ASSERT_TRUE(grpc::health::v1::Health::NewStub((*first)->NewChannel())
+                  ->Check(&context, request, &response)
+                  .ok());
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+}
+
+// --help and -h print a short usage (the common flags, and where the rest
+// are) without loading a model; --version names Loom's version, the build,
+// the CPU's features and CUDA support. (absl's --help said "No flags
+// matched.", -h was an unknown flag, and --version printed "Debug build
+// (NDEBUG not #defined)" on a release build.)
+TEST(LoomdLifecycleTest, HelpAndVersionDescribeLoomd) {
+  for (const char* arg : {"--help", "-h"}) {
+    SCOPED_TRACE(arg);
+    absl::StatusOr<std::unique_ptr<LoomdProcess>> loomd = LoomdProcess::Spawn({arg});
+    ASSERT_TRUE(loomd.ok()) << loomd.status();
+    ExpectExit(**loomd, 0);
+    const std::string out = (*loomd)->log();
+    EXPECT_THAT(out, HasSubstr("Usage: loomd [--model=PATH] [flags]"));
+    EXPECT_THAT(out, HasSubstr("--model=PATH"));
+    EXPECT_THAT(out, HasSubstr("--api_keys_file=FILE"));
+    EXPECT_THAT(out, HasSubstr("loomd --helpfull"));
+    EXPECT_THAT(out, Not(HasSubstr("No flags matched")));
+    EXPECT_THAT(out, Not(HasSubstr("loading ")));
+  }
+  absl::StatusOr<std::unique_ptr<LoomdProcess>> loomd = LoomdProcess::Spawn({"--version"});
+  ASSERT_TRUE(loomd.ok()) << loomd.status();
+  ExpectExit(**loomd, 0);
+  const std::string out = (*loomd)->log();
+  EXPECT_THAT(out, ContainsRegex("loomd [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+  EXPECT_THAT(out, ContainsRegex("\nbuild: (release|debug) "));
+  EXPECT_THAT(out, HasSubstr("\nCPU features: "));
+  EXPECT_THAT(out, HasSubstr("\nCUDA backend: "));
+  EXPECT_THAT(out, Not(HasSubstr("NDEBUG not #defined")));
+  EXPECT_THAT(out, Not(HasSubstr("loading ")));
 }
 
 TEST(LoomdLifecycleTest, SigtermDuringWarmUpExitsCleanly) {

@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<LoomdProcess>> LoomdProcess::Spawn(
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
   pid_t pid = 0;

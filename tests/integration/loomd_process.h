@@ -1,6 +1,6 @@
 // Runs the real loomd binary for integration tests: on loopback, on a port it
-// picks itself (--port=0, read back from its log), with its stderr captured so
-// that tests can wait for log lines without sleeping.
+// picks itself (--port=0, read back from its log), with its stderr and stdout
+// captured so that tests can wait for log lines without sleeping.
 #pragma once
 
 #include <sys/types.h>
