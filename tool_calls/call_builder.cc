@@ -49,7 +49,11 @@ bool CallBuilder::Update(std::string_view object, ToolCallUpdate& update) {
 }
 
 void CallBuilder::Finish(ToolCallUpdate& update) {
-  if (named_ && arguments_sent_ == 0) {
+  // A closed call without arguments (a function of no parameters written as
+  // {"name": "f"}) gets "{}"; one cut off (max_tokens, a stop) keeps what was
+  // written, nothing included: arguments the model did not write are never
+  // made up.
+  if (named_ && arguments_sent_ == 0 && scanner_.closed()) {
     AppendArguments(index_, "{}", update);
     arguments_sent_ = 2;
   }

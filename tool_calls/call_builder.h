@@ -20,7 +20,8 @@ class CallBuilder {
   // time; appends the deltas it adds to `update`. False when the text cannot
   // be a call: not a JSON object, or a name that is not a string.
   bool Update(std::string_view object, ToolCallUpdate& update);
-  // The call's text has ended: a call without arguments gets "{}".
+  // The call's text has ended: a closed call without arguments gets "{}";
+  // one cut off before its arguments keeps none ("").
   void Finish(ToolCallUpdate& update);
 
   bool named() const { return named_; }

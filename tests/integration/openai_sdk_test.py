@@ -382,6 +382,33 @@ class OpenAiSdkTest(unittest.TestCase):
             self.chat(messages=messages, tools=tools, tool_choice="auto", max_tokens=8)
         self.assertEqual(raised.exception.body["param"], "tool_choice")
 
+    def test_forced_tool_call_cut_off_keeps_only_what_was_written(self):
+        """A forced call that max_tokens cuts off ends with finish_reason
+        "length" and the arguments the model wrote so far, as OpenAI's do:
+        none before they start, never a made-up "{}" (city is required)."""
+        tools = [{"type": "function", "function": {
+            "name": "get_weather", "parameters": {
+                "type": "object", "required": ["city"], "additionalProperties": False,
+                "properties": {"city": {"type": "string", "maxLength": 24}}}}}]
+        choice = {"type": "function", "function": {"name": "get_weather"}}
+        messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+        named_cuts = 0
+        for max_tokens in (16, 20, 24, 28):
+            whole = self.chat(messages=messages, tools=tools, tool_choice=choice,
+                              max_tokens=max_tokens, temperature=0)
+            with self.subTest(max_tokens=max_tokens):
+                result = whole.choices[0]
+                self.assertEqual(result.finish_reason, "length")
+                for call in result.message.tool_calls or []:
+                    named_cuts += 1
+                    self.assertEqual(call.function.name, "get_weather")
+                    self.assertNotEqual(call.function.arguments, "{}")
+                    if call.function.arguments:
+                        self.assertTrue(call.function.arguments.startswith("{"))
+                        with self.assertRaises(json.JSONDecodeError):
+                            json.loads(call.function.arguments)
+        self.assertGreater(named_cuts, 0)
+
     def test_unknown_model_is_404(self):
         with self.assertRaises(openai.NotFoundError) as raised:
             self.client.completions.create(model="no-such-model", prompt=PROMPT)

@@ -84,6 +84,8 @@ TEST(HermesParserTest, CasesWholeAndStreamed) {
       {"<tool_call>not json</tool_call> after", "<tool_call>not json</tool_call> after", {}},
       {"<tool_call>{\"name\": 3}</tool_call>", "<tool_call>{\"name\": 3}</tool_call>", {}},
       {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1", "", {{"f", "{\"x\": 1"}}},
+      // Cut off (max_tokens) before its arguments: none, not a made-up "{}".
+      {"<tool_call>\n{\"name\": \"get_weather\", \"argu", "", {{"get_weather", ""}}},
       {"a <tool_c", "a <tool_c", {}},
       {"<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"<tool_call>}\"}}</tool_call>",
        "",
@@ -122,6 +124,7 @@ TEST(Llama3JsonParserTest, CasesWholeAndStreamed) {
        {{"f", R"({"x": 1})"}}},
       {"<|python_ta", "<|python_ta", {}},
       {"{\"name\": \"f\", \"arguments\": {}}", "", {{"f", "{}"}}},
+      {"{\"name\": \"f\", \"param", "", {{"f", ""}}},
       {"{\"name\": \"f\", \"parameters\": {\"x\": 1}, ]} rest", "} rest", {{"f", R"({"x": 1})"}}},
   };
   for (const Case& c : cases) ExpectEverySplit(ToolCallFormat::kLlama3Json, c);
