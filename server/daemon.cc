@@ -497,10 +497,7 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
                          set->Tenants().size(), " tenants",
                          set->has_tenants() ? " (prefix-cache salts derive from the tenant)" : ""));
   }
-  if (absl::Status ports = CheckPortsFree(config.host, ListenPorts(config)); !ports.ok()) {
-    LogLine(absl::StrCat("cannot start: ", ports.message()));
-    return 1;
-  }
+  if (!ListenersCanStart(config)) return 1;
   LogLine(absl::StrCat("loading ", config.model));
   ModelLoadOptions load;
   load.path = config.model;

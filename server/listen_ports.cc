@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/log.h"
 
 namespace loom {
 namespace {
@@ -76,6 +77,26 @@ absl::Status CheckPortsFree(const std::string& host,
     }
   }
   return absl::OkStatus();
+}
+
+std::string ExposureWarning(const ServerConfig& config) {
+  const std::string& host = config.host;
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (loopback || !config.api_keys_file.empty()) return "";
+  return absl::StrCat("warning: --host=", host,
+                      host == "0.0.0.0" || host == "::" ? " listens on every interface" : "",
+                      " with no --api_keys_file: anyone who can reach its ports can generate; "
+                      "--host=127.0.0.1 keeps loomd to this machine, --api_keys_file requires a "
+                      "key (docs/security.md)");
+}
+
+bool ListenersCanStart(const ServerConfig& config) {
+  if (absl::Status ports = CheckPortsFree(config.host, ListenPorts(config)); !ports.ok()) {
+    LogLine(absl::StrCat("cannot start: ", ports.message()));
+    return false;
+  }
+  if (const std::string warning = ExposureWarning(config); !warning.empty()) LogLine(warning);
+  return true;
 }
 
 }  // namespace loom

@@ -26,4 +26,13 @@ std::vector<std::pair<std::string, int>> ListenPorts(const ServerConfig& config)
 absl::Status CheckPortsFree(const std::string& host,
                             const std::vector<std::pair<std::string, int>>& ports);
 
+// A warning for the start-up log when loomd listens beyond loopback
+// (--host is not 127.x, ::1 or localhost) with no --api_keys_file: anyone
+// who reaches the ports may generate. Empty otherwise.
+std::string ExposureWarning(const ServerConfig& config);
+
+// Start-up's use of the two above: logs "cannot start: ..." and returns
+// false when a port is taken; logs the exposure warning, if any.
+bool ListenersCanStart(const ServerConfig& config);
+
 }  // namespace loom

@@ -83,6 +83,19 @@ TEST(LoomdLifecycleTest, TakenPortFailsStartBeforeTheModelLoads) {
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
 }
 
+// Listening beyond loopback with no API keys is logged as a warning at
+// start-up (anyone who reaches the ports may generate); on loopback, or with
+// keys, it is not.
+TEST(LoomdLifecycleTest, EveryInterfaceWithoutKeysIsWarned) {
+  absl::StatusOr<std::unique_ptr<LoomdProcess>> open = LoomdProcess::Start({"--host=0.0.0.0"});
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_THAT((*open)->log(), HasSubstr("warning: --host=0.0.0.0 listens on every interface with "
+                                        "no --api_keys_file: anyone who can reach its ports can generate"));
+  absl::StatusOr<std::unique_ptr<LoomdProcess>> loopback = LoomdProcess::Start();
+  ASSERT_TRUE(loopback.ok()) << loopback.status();
+  EXPECT_THAT((*loopback)->log(), Not(HasSubstr("warning: --host")));
+}
+
 // --help and -h print a short usage (the common flags, and where the rest
 // are) without loading a model; --version names Loom's version, the build,
 // the CPU's features and CUDA support. (absl's --help said "No flags
