@@ -278,6 +278,7 @@ absl::Status TokenizerBuilder::ReadAddedTokens(const json& added_tokens, int64_t
     added.content = a["content"].get<std::string>();
     added.lstrip = a.value("lstrip", false);
     added.rstrip = a.value("rstrip", false);
+    added.special = a.value("special", true);
     if (added.id >= t.model_->size() || t.model_->Piece(added.id) != added.content) {
       t.model_->AddPiece(added.id, added.content);
     }
@@ -421,11 +422,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerBuilder::FromGguf(const Gguf
       t->strip_decoded_space_ = true;
     }
   }
-  // Control (3) and user-defined (4) tokens are matched in the text before BPE.
+  // Control (3) and user-defined (4) tokens are matched in the text before
+  // BPE; only control tokens are special (skipped in decoded text).
   for (size_t i = 0; types != nullptr && i < n; ++i) {
     const int64_t type = (*types)[i].AsInt().value_or(1);
     if ((type == 3 || type == 4) && !respelled[i]) {
-      t->added_.push_back({pieces[i], static_cast<int32_t>(i), false, false});
+      t->added_.push_back({pieces[i], static_cast<int32_t>(i), false, false, type == 3});
     }
   }
   auto id_in_range = [&](const char* key) -> std::optional<int32_t> {

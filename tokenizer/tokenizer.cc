@@ -28,8 +28,12 @@ void Tokenizer::Index() {
     added_by_first_byte_[static_cast<unsigned char>(added_[i].content[0])].push_back(
         static_cast<int32_t>(i));
   }
-  special_.resize(model_->size(), false);
-  for (const AddedToken& t : added_) special_[t.id] = true;
+  special_.assign(model_->size(), false);
+  added_id_.assign(model_->size(), false);
+  for (const AddedToken& t : added_) {
+    special_[t.id] = t.special;
+    added_id_[t.id] = true;
+  }
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
@@ -114,7 +118,7 @@ std::string Tokenizer::TokenToPiece(int32_t id) const {
 
 std::string Tokenizer::TokenBytes(int32_t id) const {
   if (id < 0 || id >= model_->size()) return "";
-  if (special_[id]) return model_->Piece(id);
+  if (added_id_[id]) return model_->Piece(id);
   return model_->TokenBytes(id);
 }
 

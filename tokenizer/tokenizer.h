@@ -60,6 +60,10 @@ class Tokenizer {
     int32_t id = 0;
     bool lstrip = false;  // swallows the whitespace before it
     bool rstrip = false;  // swallows the whitespace after it
+    // Control tokens (<start_of_turn>, <|im_end|>) are special: decoding for
+    // text skips them. User-defined ones (Gemma's "\n", Qwen's <think>) are
+    // text, as transformers' skip_special_tokens leaves them.
+    bool special = true;
   };
   // SentencePiece normalization: spaces become U+2581, and a U+2581 goes in
   // front of every text segment (kAlways), only the text's start (kFirst) or none.
@@ -76,6 +80,7 @@ class Tokenizer {
   std::vector<AddedToken> added_;
   std::vector<std::vector<int32_t>> added_by_first_byte_;  // indices into added_, longest first
   std::vector<bool> special_;                              // per id
+  std::vector<bool> added_id_;  // per id: an added token, whose bytes are its text
   SpacePrefix space_prefix_ = SpacePrefix::kNever;
   bool split_on_space_ = false;       // SentencePiece Metaspace split
   bool strip_decoded_space_ = false;  // decoding drops one leading space

@@ -88,6 +88,22 @@ class Gemma3ServingTest(unittest.TestCase):
                                           max_tokens=len(run["greedy"]), temperature=0)
         self.assertEqual(reply.choices[0].text, run["greedy_text"])
 
+    def test_generated_newlines_reach_the_text(self):
+        """Gemma's newline is a user-defined token (id 107): generated text,
+        whole and streamed, keeps it, as the logprobs' tokens do."""
+        client = openai.OpenAI(base_url=self.loomd.http + "/v1", api_key="unused",
+                               max_retries=0, timeout=TIMEOUT)
+        prompt = "1. apples\n2. pears\n3."
+        whole = client.completions.create(model="gemma-3-270m-q4_k_m", prompt=prompt,
+                                          max_tokens=12, temperature=0, logprobs=1)
+        tokens = whole.choices[0].logprobs.tokens
+        self.assertIn("\n", tokens)
+        self.assertEqual(whole.choices[0].text, "".join(tokens))
+        streamed = "".join(chunk.choices[0].text for chunk in client.completions.create(
+            model="gemma-3-270m-q4_k_m", prompt=prompt, max_tokens=12, temperature=0,
+            stream=True))
+        self.assertEqual(streamed, whole.choices[0].text)
+
     def test_chat_uses_gemma_turns(self):
         """The GGUF has no chat template: loomd renders messages in Gemma's turn
         format (a system message opens the first user turn), token for token

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "base/utf8.h"
 #include "formats/gguf_file.h"
 #include "gmock/gmock.h"
@@ -14,6 +15,7 @@
 #include "tests/fixtures/fixture_util.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_detokenizer.h"
 
 namespace loom {
 namespace {
@@ -122,6 +124,77 @@ TEST(TokenizerTest, Gemma3GgufMatchesTransformers) {
   EXPECT_EQ((*tok)->bos_id(), 2);
   EXPECT_EQ((*tok)->PieceToId("\xE2\x96\x81\xE2\x96\x81"), 138);  // two spaces
   ExpectMatchesFixture(**tok, "gemma3/tokens.json");
+}
+
+// What a client gets: TokenizerDetokenizer's stream (the engine's), which
+// skips special tokens as transformers' skip_special_tokens does. Against the
+// GGUF's own token types: every control token (type 3) streams nothing,
+// every user-defined one (type 4: Gemma's newline runs, [multimodal]) its
+// text, and each fixture case streams Decode of its ids less the control
+// tokens (Decode matches transformers, above). Gemma's newline (id 107) was
+// once skipped as special, losing every newline of generated text.
+void ExpectStreamKeepsAllButControlTokens(const GgufFile& gguf, const std::string& fixture) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::FromGguf(gguf);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::shared_ptr<const Tokenizer> tok = *std::move(loaded);
+  const GgufValue::Array* types = gguf.GetArray("tokenizer.ggml.token_type");
+  const GgufValue::Array* pieces = gguf.GetArray("tokenizer.ggml.tokens");
+  ASSERT_NE(types, nullptr);
+  ASSERT_NE(pieces, nullptr);
+  const TokenizerDetokenizer detokenizer(tok);
+  auto stream = [&](const std::vector<int32_t>& ids) {
+    std::unique_ptr<StreamDecoder> decoder = detokenizer.NewStream();
+    std::string text;
+    for (int32_t id : ids) text += decoder->Append(id);
+    return text + decoder->Flush();
+  };
+  int control = 0, user_defined = 0;
+  for (int32_t id = 0; id < static_cast<int32_t>(types->size()); ++id) {
+    const int64_t type = (*types)[id].AsInt().value_or(1);
+    if (type == 3) {
+      ++control;
+      EXPECT_EQ(stream({id}), "") << "control token " << id;
+    } else if (type == 4) {
+      ++user_defined;
+      // Its text: the GGUF's piece, with SentencePiece's U+2581 for a space.
+      EXPECT_EQ(stream({id}),
+                absl::StrReplaceAll(*(*pieces)[id].AsString(), {{"\xE2\x96\x81", " "}}))
+          << "user-defined token " << id;
+    }
+  }
+  EXPECT_GT(control, 0);
+  for (const nlohmann::json& c : ReadFixtureJson(fixture)["cases"]) {
+    const std::vector<int32_t> ids = c["ids"];
+    std::vector<int32_t> kept;
+    for (int32_t id : ids) {
+      if ((*types)[id].AsInt().value_or(1) != 3) kept.push_back(id);
+    }
+    EXPECT_EQ(stream(ids), tok->Decode(kept)) << fixture << ": " << c["text"].get<std::string>();
+  }
+}
+
+TEST(TokenizerTest, Gemma3StreamKeepsNewlinesAndSkipsControlTokens) {
+  const std::string path = ::loom::testing::Gemma3GgufIfPresent();
+  if (path.empty()) GTEST_SKIP() << "Gemma 3 model not fetched (scripts/setup)";
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  ExpectStreamKeepsAllButControlTokens(**gguf, "gemma3/tokens.json");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<int32_t> ids = (*tok)->Encode("1. apples\n2. pears\n3.", false);
+  std::unique_ptr<StreamDecoder> decoder =
+      TokenizerDetokenizer(std::shared_ptr<const Tokenizer>(*std::move(tok))).NewStream();
+  std::string text;
+  for (int32_t id : ids) text += decoder->Append(id);
+  EXPECT_EQ(text + decoder->Flush(), "1. apples\n2. pears\n3.");
+}
+
+TEST(TokenizerTest, DefaultGgufStreamSkipsOnlyControlTokens) {
+  const std::string path = DefaultGgufIfPresent();
+  if (path.empty()) GTEST_SKIP() << "default model not fetched (scripts/setup)";
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  ExpectStreamKeepsAllButControlTokens(**gguf, "smollm2/tokens.json");
 }
 
 std::vector<std::string> Split(const PreTokenizer& pre, std::string_view text) {
