@@ -111,6 +111,17 @@ void Session::OnHead(const error_code& ec) {
     return;
   }
   const auto& head = parser_->get();
+  // RFC 9112 6.3: a request whose last transfer coding is not chunked has
+  // no length a server can read; it reads "chunked, identity" or "gzip" as
+  // an empty body and would take the body for the next request (smuggling).
+  // Loom accepts only "chunked", alone, on one header line.
+  if (head.count(http::field::transfer_encoding) > 1 ||
+      (head.count(http::field::transfer_encoding) == 1 &&
+       !absl::EqualsIgnoreCase(
+           absl::StripAsciiWhitespace(Absl(head[http::field::transfer_encoding])), "chunked"))) {
+    Reject(400, "Transfer-Encoding: only \"chunked\" is accepted");
+    return;
+  }
   if (absl::EqualsIgnoreCase(Absl(head[http::field::expect]), "100-continue") &&
       !parser_->is_done()) {
     Enqueue(std::string(kContinue));

@@ -268,6 +268,40 @@ TEST_F(HttpServerTest, LimitsHeadAndBodySizes) {
   }
 }
 
+// Only "chunked" frames a body besides Content-Length: another transfer
+// coding, or chunked before another, is a 400 and the connection closes, so
+// that a body the server cannot delimit is never read as the next request.
+TEST_F(HttpServerTest, AcceptsOnlyChunkedTransferEncoding) {
+  StartServer({},
+              {{"POST", "/echo", [](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+                  exchange->Respond(200, "text/plain", request.body);
+                }}});
+  {
+    Client client(port());
+    client.Send(
+        "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nhello\r\n0\r\n\r\n");
+    EXPECT_EQ(client.Read().body, "hello");
+  }
+  for (const char* coding : {"chunked, identity", "gzip", "identity", "gzip, chunked, identity"}) {
+    SCOPED_TRACE(coding);
+    Client client(port());
+    client.Send(absl::StrCat("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: ", coding,
+                             "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+    const Client::Response refused = client.Read();
+    EXPECT_EQ(refused.status, 400);
+    EXPECT_THAT(refused.body, HasSubstr("Transfer-Encoding"));
+    EXPECT_TRUE(client.ReadsEof());
+  }
+  {
+    Client client(port());
+    client.Send(
+        "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    EXPECT_EQ(client.Read().status, 400);
+  }
+}
+
 TEST_F(HttpServerTest, ClosesConnectionsWhoseHeadOrBodyDoesNotArrive) {
   StartServer({.header_timeout = absl::Milliseconds(100), .body_timeout = absl::Milliseconds(100)},
               {{"POST", "/echo", [](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
