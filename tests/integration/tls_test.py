@@ -152,6 +152,22 @@ class TlsTest(unittest.TestCase):
         with self.assertRaises(openai.APIConnectionError):
             plain.models.list()
 
+    def test_tls12_on_the_http_port_is_ecdhe_with_aead_only(self):
+        """TLS 1.2 handshakes on the HTTP port get forward-secret AEAD suites
+        only, as on the gRPC port: CBC-SHA suites and static-RSA key exchange
+        (no forward secrecy) are refused."""
+        def handshake(cipher):
+            context = ssl.create_default_context(cafile=self.pki.ca)
+            context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
+            context.set_ciphers(cipher + ":@SECLEVEL=0")
+            with socket.create_connection(("127.0.0.1", self.loomd.http_port), timeout=30) as raw:
+                with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                    return tls.cipher()[0]
+        self.assertEqual(handshake("ECDHE-RSA-AES128-GCM-SHA256"), "ECDHE-RSA-AES128-GCM-SHA256")
+        for cipher in ("ECDHE-RSA-AES128-SHA", "AES128-SHA", "AES256-GCM-SHA384"):
+            with self.subTest(cipher=cipher), self.assertRaises(ssl.SSLError):
+                handshake(cipher)
+
     def test_z_rotated_certificate_serves_new_handshakes(self):
         # Last (z): the other tests use the first certificate.
         self.assertEqual(served_certificate(self.loomd.http_port, self.pki.ca, "http/1.1"),
