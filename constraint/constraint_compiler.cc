@@ -24,9 +24,11 @@ namespace {
 
 using constraint::Grammar;
 
-// The cache key: the kind, then the text or the choices, unambiguously.
-std::string CacheKey(const ConstraintSpec& spec) {
-  std::string key(ConstraintKindName(spec.kind));
+// The cache key: the scope, the kind, then the text or the choices,
+// unambiguously.
+std::string CacheKey(const ConstraintSpec& spec, std::string_view scope = "") {
+  std::string key = std::to_string(scope.size()) + ":" + std::string(scope);
+  key += ConstraintKindName(spec.kind);
   key += '\0';
   if (spec.kind != ConstraintKind::kChoice) return key + spec.text;
   for (const std::string& choice : spec.choices) {
@@ -73,8 +75,9 @@ class ConstraintCompiler::Impl {
   Impl(std::shared_ptr<const constraint::VocabularyIndex> vocab, ConstraintLimits limits)
       : vocab_(std::move(vocab)), limits_(limits) {}
 
-  absl::StatusOr<std::shared_ptr<const TokenConstraint>> Compile(const ConstraintSpec& spec) {
-    std::string key = CacheKey(spec);
+  absl::StatusOr<std::shared_ptr<const TokenConstraint>> Compile(const ConstraintSpec& spec,
+                                                                 std::string_view scope) {
+    std::string key = CacheKey(spec, scope);
     {
       MutexLock lock(mu_);
       if (auto it = index_.find(key); it != index_.end()) {
@@ -168,8 +171,8 @@ ConstraintCompiler::ConstraintCompiler(std::unique_ptr<Impl> impl) : impl_(std::
 ConstraintCompiler::~ConstraintCompiler() = default;
 
 absl::StatusOr<std::shared_ptr<const TokenConstraint>> ConstraintCompiler::Compile(
-    const ConstraintSpec& spec) {
-  return impl_->Compile(spec);
+    const ConstraintSpec& spec, std::string_view scope) {
+  return impl_->Compile(spec, scope);
 }
 
 ConstraintCompiler::CacheStats ConstraintCompiler::cache_stats() const { return impl_->stats(); }

@@ -156,7 +156,8 @@ absl::StatusOr<std::vector<int32_t>> RequestBuilder::Tokenize(
 }
 
 absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& request,
-                                                    absl::Time now, absl::Time deadline) {
+                                                    absl::Time now, absl::Time deadline,
+                                                    std::string_view cache_scope) {
   const v1::ModelInfo& info = model_.Info();
   const auto vocab_size = static_cast<int32_t>(info.vocab_size());
   const int64_t max_model_len = info.max_model_len();
@@ -172,7 +173,7 @@ absl::StatusOr<RequestParams> RequestBuilder::Build(const v1::GenerateRequest& r
                                                             default_max_tokens, prompt.size()));
   // Last of the checks: compiling is the costliest, though cached.
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const TokenConstraint> constraint,
-                        CompileRequestConstraint(request, outputs_));
+                        CompileRequestConstraint(request, outputs_, cache_scope));
 
   RequestParams params;
   params.request_id = request.request_id().empty() ? NewRequestId() : request.request_id();

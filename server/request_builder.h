@@ -36,9 +36,10 @@ class RequestBuilder {
 
   // Validates every field (request_validator.h), compiles the constraint
   // (request_constraint.h) and builds the params; the deadline is the gRPC
-  // deadline (InfiniteFuture when the client set none).
+  // deadline (InfiniteFuture when the client set none). cache_scope keys the
+  // constraint cache (ConstraintCompiler::Compile).
   absl::StatusOr<RequestParams> Build(const v1::GenerateRequest& request, absl::Time now,
-                                      absl::Time deadline);
+                                      absl::Time deadline, std::string_view cache_scope = "");
 
   // The token ids of a Tokenize request's input.
   absl::StatusOr<std::vector<int32_t>> Tokenize(const v1::TokenizeRequest& request) const;

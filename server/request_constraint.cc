@@ -64,7 +64,8 @@ absl::StatusOr<std::optional<ConstraintSpec>> ConstraintSpecOf(const v1::Generat
 }
 
 absl::StatusOr<std::shared_ptr<const TokenConstraint>> CompileRequestConstraint(
-    const v1::GenerateRequest& request, const StructuredOutputs& outputs) {
+    const v1::GenerateRequest& request, const StructuredOutputs& outputs,
+    std::string_view cache_scope) {
   LOOM_ASSIGN_OR_RETURN(std::optional<ConstraintSpec> spec,
                         ConstraintSpecOf(request, outputs.tool_call_format));
   if (!spec.has_value()) return nullptr;
@@ -73,7 +74,7 @@ absl::StatusOr<std::shared_ptr<const TokenConstraint>> CompileRequestConstraint(
                                                    ": this server compiles no constraints"));
   }
   absl::StatusOr<std::shared_ptr<const TokenConstraint>> compiled =
-      outputs.compiler->Compile(*spec);
+      outputs.compiler->Compile(*spec, cache_scope);
   // A grammar Loom composed for tool calls is the tools' doing, not a
   // grammar the client sent.
   if (compiled.status().code() == absl::StatusCode::kInvalidArgument && ForcesToolCalls(request)) {

@@ -30,8 +30,10 @@ struct StructuredOutputs {
 absl::StatusOr<std::optional<ConstraintSpec>> ConstraintSpecOf(const v1::GenerateRequest& request,
                                                                ToolCallFormat tool_call_format);
 
-// The compiled constraint, or null when the request is unconstrained.
+// The compiled constraint, or null when the request is unconstrained;
+// cache_scope keys the compiler's cache (ConstraintCompiler::Compile).
 absl::StatusOr<std::shared_ptr<const TokenConstraint>> CompileRequestConstraint(
-    const v1::GenerateRequest& request, const StructuredOutputs& outputs);
+    const v1::GenerateRequest& request, const StructuredOutputs& outputs,
+    std::string_view cache_scope = "");
 
 }  // namespace loom

@@ -18,7 +18,8 @@ absl::Status RequestIntake::CheckAccepting() const {
 absl::StatusOr<RequestParams> RequestIntake::Prepare(const v1::GenerateRequest& request,
                                                      absl::Time deadline, const Caller& caller) {
   LOOM_RETURN_IF_ERROR(CheckAccepting());
-  absl::StatusOr<RequestParams> params = builder_.Build(request, absl::Now(), deadline);
+  absl::StatusOr<RequestParams> params =
+      builder_.Build(request, absl::Now(), deadline, caller.tenant);
   if (!params.ok()) {
     LogLine(absl::StrCat("request ", request.request_id().empty() ? "-" : request.request_id(),
                          " rejected: ", params.status().ToString()));

@@ -183,6 +183,22 @@ TEST_F(MatcherTest, CacheHitsOnRepeatsAndKeysByKindAndText) {
   EXPECT_EQ(stats.entries, 2);
 }
 
+// Entries are kept per cache scope (the tenant): the same spec from another
+// tenant compiles again, so a cache hit's speed tells no tenant what another
+// sent.
+TEST_F(MatcherTest, CacheKeysByScope) {
+  const ConstraintSpec spec{ConstraintKind::kRegex, "ab|x", {}};
+  auto a = compiler_->Compile(spec, "tenant-a");
+  auto b = compiler_->Compile(spec, "tenant-b");
+  auto a_again = compiler_->Compile(spec, "tenant-a");
+  ASSERT_TRUE(a.ok() && b.ok() && a_again.ok());
+  EXPECT_NE(a->get(), b->get());
+  EXPECT_EQ(a->get(), a_again->get());
+  const ConstraintCompiler::CacheStats stats = compiler_->cache_stats();
+  EXPECT_EQ(stats.misses, 2);
+  EXPECT_EQ(stats.hits, 1);
+}
+
 TEST_F(MatcherTest, CacheDropsTheLeastRecentlyUsed) {
   auto small = *ConstraintCompiler::Create(vocab_, ConstraintLimits{.cache_capacity = 2});
   for (const char* p : {"a", "b", "a", "x", "b"})
