@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -28,6 +31,21 @@ inline void ExpectClose(const std::vector<float>& got, const std::vector<float>&
       ADD_FAILURE() << "index " << i << ": got " << got[i] << " want " << ref[i];
       ++failures;
     }
+  }
+}
+
+// A row's bits do not depend on the other rows of the product: each window
+// (first row, rows) computed alone by run(first, rows), [rows, n], equals
+// the same rows of run(0, m) byte for byte.
+template <class Run>
+void ExpectWindowsMatchTheWhole(Run run, int32_t m, int32_t n,
+                                std::initializer_list<std::pair<int32_t, int32_t>> windows) {
+  const std::vector<float> all = run(0, m);
+  for (auto [first, rows] : windows) {
+    const std::vector<float> part = run(first, rows);
+    ASSERT_EQ(0, std::memcmp(part.data(), all.data() + static_cast<size_t>(first) * n,
+                             part.size() * sizeof(float)))
+        << rows << " rows from " << first;
   }
 }
 
