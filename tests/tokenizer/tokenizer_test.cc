@@ -163,7 +163,9 @@ void ExpectStreamKeepsAllButControlTokens(const GgufFile& gguf, const std::strin
     }
   }
   EXPECT_GT(control, 0);
-  for (const nlohmann::json& c : ReadFixtureJson(fixture)["cases"]) {
+  const nlohmann::json cases = ReadFixtureJson(fixture)["cases"];
+  ASSERT_FALSE(cases.empty());
+  for (const nlohmann::json& c : cases) {
     const std::vector<int32_t> ids = c["ids"];
     std::vector<int32_t> kept;
     for (int32_t id : ids) {
