@@ -66,9 +66,7 @@ constexpr int32_t kInt16TileMinRows = 8;
 // ms at 1 row, 11.4 against 18.3 at 8, 26.3 against 29.6 at 16); the 32-value
 // blocks (Q8_0, Q4_0/1, Q5_0/1) take one of each per block and row, and
 // from 4 rows the float32 tiles, which decode W once per 4 rows, win.
-int32_t Dot16MaxRows(QuantType type) {
-  return QuantBlockValues(type) == kSuperBlock ? 32 : 3;
-}
+int32_t Dot16MaxRows(QuantType type) { return QuantBlockValues(type) == kSuperBlock ? 32 : 3; }
 
 int32_t WidenMinRows(QuantType type, SimdLevel level) {
   return level == SimdLevel::kAvx512 && type != QuantType::kQ8_0 ? kWidenMinRowsAvx512

@@ -89,8 +89,9 @@ TEST(LoomdLifecycleTest, TakenPortFailsStartBeforeTheModelLoads) {
 TEST(LoomdLifecycleTest, EveryInterfaceWithoutKeysIsWarned) {
   absl::StatusOr<std::unique_ptr<LoomdProcess>> open = LoomdProcess::Start({"--host=0.0.0.0"});
   ASSERT_TRUE(open.ok()) << open.status();
-  EXPECT_THAT((*open)->log(), HasSubstr("warning: --host=0.0.0.0 listens on every interface with "
-                                        "no --api_keys_file: anyone who can reach its ports can generate"));
+  EXPECT_THAT((*open)->log(),
+              HasSubstr("warning: --host=0.0.0.0 listens on every interface with "
+                        "no --api_keys_file: anyone who can reach its ports can generate"));
   absl::StatusOr<std::unique_ptr<LoomdProcess>> loopback = LoomdProcess::Start();
   ASSERT_TRUE(loopback.ok()) << loopback.status();
   EXPECT_THAT((*loopback)->log(), Not(HasSubstr("warning: --host")));
