@@ -133,10 +133,11 @@ std::vector<int> HalfFields(kc::QuantType type) {
 // 3 = Q5_0, 7 = Q4_K, 9 = Q6_K).
 // 32768 x 2048 is a 1B-class layer's width with W past the L3 (Q4_K: 37.7
 // MB), read from memory as decode reads it.
-// kInt16: x rounded to int16 (MatmulQuantParams::int16_x): the int16 tiles
-// from 8 rows with AVX-512 VNNI, the dot path (matmul_quant_dot16.h) below
-// them and, on AVX2, up to 32 rows.
-template <bool kInt16>
+// kX 16: x rounded to int16 (MatmulQuantParams::int16_x): the int16 tiles
+// from 8 rows with AVX-512 VNNI, the dot path (matmul_quant_dot.h) below
+// them and, on AVX2, up to 32 rows. kX 8: x rounded to int8 (quantize_x):
+// the int8 panels for 32-value blocks, the K-quants' int8 dots up to 32 rows.
+template <int kX>
 void BM_MatmulQuant(benchmark::State& state) {
   const int32_t m = state.range(0), n = state.range(1), k = state.range(2);
   const auto type = static_cast<kc::QuantType>(state.range(3));
@@ -157,11 +158,12 @@ void BM_MatmulQuant(benchmark::State& state) {
   }
   std::vector<float> y(static_cast<size_t>(m) * n);
   kc::MatmulQuantParams p{x.data(), w.data(), type, nullptr, y.data(), m, n, k, k, n};
-  p.int16_x = kInt16;
+  p.int16_x = kX == 16;
+  p.quantize_x = kX == 8;
   for (auto _ : state) kc::MatmulQuant(p, Pool());
   SetRates(state, 2.0 * m * n * k, static_cast<double>(w.size()) + 4.0 * (m * k + m * n));
 }
-BENCHMARK(BM_MatmulQuant<false>)
+BENCHMARK(BM_MatmulQuant<32>)
     ->ArgsProduct({{1, 8, 12, 16}, {1536, 576}, {576}, {2}})
     ->ArgsProduct({{1, 2, 4, 16}, {49152}, {576}, {0}})
     ->Args({1, 1536, 576, 0})
@@ -175,7 +177,11 @@ BENCHMARK(BM_MatmulQuant<false>)
     ->Args({512, 4096, 640, 3})
     ->Args({512, 640, 2048, 7})
     ->UseRealTime();
-BENCHMARK(BM_MatmulQuant<true>)
+BENCHMARK(BM_MatmulQuant<8>)
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {32768}, {2048}, {7, 9}})
+    ->ArgsProduct({{1}, {2048}, {2048}, {7, 9}})
+    ->UseRealTime();
+BENCHMARK(BM_MatmulQuant<16>)
     ->ArgsProduct({{1, 4, 8, 12, 16}, {1536, 576}, {576}, {2}})
     ->ArgsProduct({{1, 2, 4, 8, 16}, {32768}, {2048}, {7, 9}})
     ->ArgsProduct({{1}, {2048}, {2048}, {7, 9}})

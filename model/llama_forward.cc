@@ -106,9 +106,10 @@ void LlamaForward::Linear(const float* x, int32_t m, const LinearWeight& w, floa
     kc::MatmulQuantParams p{
         x, blocks, part.type, bias ? bias + row : nullptr, y + row, m, part.rows, w.k, w.k, w.n};
     XPrecision precision = m >= kInt8PrefillMinTokens ? prefill_ : decode_;
-    if (m < (precision == XPrecision::kInt16 ? Int16DecodeMinTokens() : kInt8DecodeMinTokens)) {
-      precision = XPrecision::kFloat32;
-    }
+    const int32_t min_tokens = precision == XPrecision::kInt16 ? Int16DecodeMinTokens()
+                               : kc::HasInt8Dots(part.type)    ? 1
+                                                               : kInt8DecodeMinTokens;
+    if (m < min_tokens) precision = XPrecision::kFloat32;
     p.quantize_x = precision == XPrecision::kInt8;
     p.int16_x = precision == XPrecision::kInt16 && (!head || m < kMinScreenedRows);
     kc::MatmulQuant(p, pool);

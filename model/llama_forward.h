@@ -82,23 +82,24 @@ class LlamaForward {
  public:
   // config and weights must outlive this object. `prefill` applies to steps
   // of kInt8PrefillMinTokens tokens or more, `decode` to steps of
-  // kInt8DecodeMinTokens (int8) or Int16DecodeMinTokens() (int16) up to that;
-  // smaller steps stay float32.
+  // kInt8DecodeMinTokens (int8; the K-quants' int8 dots from 1 token) or
+  // Int16DecodeMinTokens() (int16) up to that; smaller steps stay float32.
   LlamaForward(const ModelConfig& config, const LlamaWeights& weights,
                XPrecision prefill = XPrecision::kFloat32, XPrecision decode = XPrecision::kFloat32);
 
   // Steps from which int8_prefill applies: the panel GEMM's (prefill) sizes.
   static constexpr int32_t kInt8PrefillMinTokens = kernels::cpu::kPanelMinRows;
-  // Steps from which int8_decode applies: below 4 tokens the int8 path, which
-  // repacks W for every product, is slower than the float32 register tiles
-  // (SmolLM2 at 1 stream: 12.4 against 10.3 ms a token), and decoding one
-  // sequence is bound by reading W either way.
+  // Steps from which int8_decode applies to the 32-value blocks: below 4
+  // tokens the int8 panels, which repack W for every product, are slower than
+  // the float32 register tiles (SmolLM2 at 1 stream: 12.4 against 10.3 ms a
+  // token). The K-quants' int8 dots (kernels::cpu::HasInt8Dots) read W as it
+  // is stored and apply from 1 token.
   static constexpr int32_t kInt8DecodeMinTokens = 4;
   // Steps from which int16 decode applies. With AVX-512 VNNI: 8, where its
   // tiles start (they cost the same from 1 to 8 rows of x: BM_MatmulQuant<true>,
   // SmolLM2's 1536 x 576 Q4_1, 134 us at 4 rows, 111 at 8, 141 at 16, where
   // the float32 tiles take 62-75 at 4 rows and 107-125 at 8). With AVX2 only:
-  // every step; MatmulQuant runs the dot path (kernels/cpu/matmul_quant_dot16.h)
+  // every step; MatmulQuant runs the dot path (kernels/cpu/matmul_quant_dot.h)
   // where it is faster than the float32 tiles (K-quants up to 32 rows, the
   // other blocks up to 3) and float32 elsewhere (docs/benchmarks.md).
   static int32_t Int16DecodeMinTokens();

@@ -30,7 +30,8 @@ ABSL_FLAG(std::string, cpu_prefill_precision, "int16",
 ABSL_FLAG(std::string, cpu_decode_precision, "int16",
           "CPU decode batches (up to 32 tokens a step) on quantized weights: int16 (from 8 "
           "tokens with AVX-512 VNNI; on AVX2-only CPUs every step on K-quants, up to 3 tokens "
-          "on the other blocks), float32 or int8 (from 4 tokens), as --cpu_prefill_precision.");
+          "on the other blocks), float32 or int8 (K-quants from 1 token, the others from 4), "
+          "as --cpu_prefill_precision.");
 ABSL_FLAG(std::string, cpu_greedy_head, "screened",
           "How a CPU greedy row (no logprobs, penalties, logit_bias or constraint) finds its "
           "token: screened (the float32 logits of only the head rows that can hold the argmax; "

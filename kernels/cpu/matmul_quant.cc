@@ -19,7 +19,7 @@
 #include "base/float16.h"
 #include "kernels/cpu/dequant_blocks.h"
 #include "kernels/cpu/matmul_kquant.h"
-#include "kernels/cpu/matmul_quant_dot16.h"
+#include "kernels/cpu/matmul_quant_dot.h"
 #include "kernels/cpu/matmul_quant_int16.h"
 #include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiles.h"
@@ -56,7 +56,7 @@ constexpr int32_t kWidenMinRows = 32;
 constexpr int32_t kWidenMinRowsAvx512 = 8;
 
 // With int16_x: the int16 tiles (AVX-512 VNNI) from this many rows of x, the
-// dot path (matmul_quant_dot16.h) below them and, without VNNI, up to
+// dot path (matmul_quant_dot.h) below them and, without VNNI, up to
 // Dot16MaxRows; float32 past that.
 constexpr int32_t kInt16TileMinRows = 8;
 
@@ -67,6 +67,10 @@ constexpr int32_t kInt16TileMinRows = 8;
 // blocks (Q8_0, Q4_0/1, Q5_0/1) take one of each per block and row, and
 // from 4 rows the float32 tiles, which decode W once per 4 rows, win.
 int32_t Dot16MaxRows(QuantType type) { return QuantBlockValues(type) == kSuperBlock ? 32 : 3; }
+
+// With quantize_x, the K-quants' int8 dots (the int8 panels take the 32-value
+// blocks) up to this many rows; float32 past it.
+constexpr int32_t kDot8MaxRows = 32;
 
 int32_t WidenMinRows(QuantType type, SimdLevel level) {
   return level == SimdLevel::kAvx512 && type != QuantType::kQ8_0 ? kWidenMinRowsAvx512
@@ -347,6 +351,10 @@ void MatmulQuantRef(const MatmulQuantParams& p) {
   }
 }
 
+bool HasInt8Dots(QuantType type, SimdLevel level) {
+  return dot::Supported(type, WithF16c(level), dot::XBits::k8);
+}
+
 void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level) {
   LOOM_CHECK_EQ(p.k % QuantBlockValues(p.type), 0);
   LOOM_CHECK_GE(p.ldx, p.k);
@@ -370,12 +378,16 @@ void MatmulQuant(const MatmulQuantParams& p, ParallelFor& pool, SimdLevel level)
     int8::MatmulInt8(p, pool, rows_per_task);
     return;
   }
+  if (p.quantize_x && dot::Supported(p.type, level, dot::XBits::k8) && p.m <= kDot8MaxRows) {
+    dot::MatmulDot(p, pool, rows_per_task, level, dot::XBits::k8);
+    return;
+  }
   if (p.int16_x && int16::Supported(p.type, level) && p.m >= kInt16TileMinRows) {
     int16::MatmulInt16(p, pool, rows_per_task);
     return;
   }
-  if (p.int16_x && dot16::Supported(p.type, level) && p.m <= Dot16MaxRows(p.type)) {
-    dot16::MatmulDot16(p, pool, rows_per_task, level);
+  if (p.int16_x && dot::Supported(p.type, level, dot::XBits::k16) && p.m <= Dot16MaxRows(p.type)) {
+    dot::MatmulDot(p, pool, rows_per_task, level, dot::XBits::k16);
     return;
   }
   if (p.m >= WidenMinRows(p.type, level) || kernels.tiles == nullptr) {

@@ -11,7 +11,7 @@
 // and multiplied on the integer units, a relative error near 1e-5: from 8
 // rows on AVX-512 VNNI in tiles (matmul_quant_int16.h), up to twice the
 // float32 rate; below that, and on AVX2 (K-quants up to 32 rows, the
-// 32-value blocks up to 3), row by row (matmul_quant_dot16.h), which reads
+// 32-value blocks up to 3), row by row (matmul_quant_dot.h), which reads
 // K-quant W at 2 to 3 times the float32 decoders' rate at one row.
 #pragma once
 
@@ -48,8 +48,8 @@ struct MatmulQuantParams {
   int32_t ldx = 0;
   int32_t ldy = 0;
   // Round x to int8 per block of 32 where the int8 path applies
-  // (int8::Supported in matmul_quant_int8.h), at any m; the caller picks the
-  // steps.
+  // (int8::Supported in matmul_quant_int8.h, at any m; the K-quants' dots in
+  // matmul_quant_dot.h, up to 32 rows); the caller picks the steps.
   bool quantize_x = false;
   // Round x to int16 per block of 32 where the int16 path applies
   // (int16::Supported in matmul_quant_int16.h), at any m; quantize_x wins.
@@ -60,6 +60,10 @@ struct MatmulQuantParams {
 // by value as ggml's dequantizer: d * q (Q8_0), d * (q - 8) (Q4_0), d * q + m
 // (Q4_1), and dequant_blocks.h for the others.
 void DequantizeBlocks(QuantType type, const void* blocks, int64_t count, float* out);
+
+// Whether quantize_x multiplies `type` by int8 dots at any number of rows up
+// to 32 (the K-quants Q4_K, Q5_K and Q6_K, with AVX2; matmul_quant_dot.h).
+bool HasInt8Dots(QuantType type, SimdLevel level = DetectedSimd());
 
 // Dequantized W times x with double accumulation.
 void MatmulQuantRef(const MatmulQuantParams& p);

@@ -111,7 +111,7 @@ TEST(MatmulInt16Test, StaysWithinTheRoundingOfX) {
 
 // A row's output bits do not depend on the other rows of the batch, nor on
 // their number: 8-lane and 16-lane tiles, and tiles past the first chunk.
-// (Steps of fewer than 8 rows take the dot path, matmul_quant_dot16_test.cc.)
+// (Steps of fewer than 8 rows take the dot path, matmul_quant_dot_test.cc.)
 TEST(MatmulInt16Test, RowResultDoesNotDependOnTheBatch) {
   if (!Available()) GTEST_SKIP() << "no AVX-512 VNNI";
   ThreadPool pool(2);
