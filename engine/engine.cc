@@ -442,6 +442,7 @@ bool Engine::Step(bool& stalled) {
   counters_.prompt_tokens_total += outcome.num_started_prompt_tokens;
   counters_.generation_tokens_total += update.new_tokens.size();
   counters_.last_step_seconds = absl::ToDoubleSeconds(end - start);
+  scheduler_->ObserveStep(plan.num_scheduled_tokens, counters_.last_step_seconds);
   if (observer_ != nullptr) {
     observer_->OnStep(counters_.last_step_seconds, static_cast<int32_t>(plan.seqs.size()),
                       plan.num_scheduled_tokens);

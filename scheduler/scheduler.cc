@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <ranges>
 #include <utility>
 
@@ -64,6 +65,7 @@ StepPlan Scheduler::Schedule(absl::Time now) {
   num_scheduled_samples_ = 0;
   int32_t budget = config_.max_num_batched_tokens;
   int32_t num_prefills = 0;
+  prefill_left_ = PrefillAllowance();
   const bool preempted = !ScheduleRunning(budget, num_prefills, plan);
   // ScheduleRunning dropped the ended sequences from running_, the last
   // pointers into retired requests.
@@ -141,7 +143,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, int32_t& num_prefills, StepPlan
       break;
     }
     AddToPlan(seq, num_new, plan);
-    budget -= num_new;
+    Spend(num_uncomputed, num_new, budget);
     num_prefills += partial ? 1 : 0;
   }
   AllocateBatch(plan);
@@ -250,7 +252,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefi
     const int32_t num_uncomputed = seq.num_tokens() - hit.num_computed_tokens;
     const int32_t num_new = ChunkSize(num_uncomputed, budget);
     const bool partial = num_new < num_uncomputed;
-    if (partial && !HasPrefillSlot(num_prefills)) {
+    if (num_new <= 0 || (partial && !HasPrefillSlot(num_prefills))) {
       break;
     }
     const std::optional<SlotAllocation> allocation = cache_->AllocateSlots(req, 0, num_new, &hit);
@@ -260,7 +262,7 @@ void Scheduler::AdmitWaiting(absl::Time now, int32_t& budget, int32_t& num_prefi
     waiting_.erase(waiting_.begin());
     StartRunning(seq, hit.num_computed_tokens, allocation->block_table, now);
     AddToPlan(seq, num_new, plan);
-    budget -= num_new;
+    Spend(num_uncomputed, num_new, budget);
     num_prefills += partial ? 1 : 0;
   }
   std::inplace_merge(running_.begin(), running_.begin() + static_cast<std::ptrdiff_t>(num_old),
@@ -542,7 +544,21 @@ int32_t Scheduler::ChunkSize(int32_t num_uncomputed, int32_t budget) const {
   if (config_.long_prefill_token_threshold > 0) {
     n = std::min(n, config_.long_prefill_token_threshold);
   }
+  if (num_uncomputed > 1) n = std::min(n, prefill_left_);
   return n;
+}
+
+int32_t Scheduler::PrefillAllowance() const {
+  if (config_.max_step_ms <= 0.0 || num_running_decodes_ == 0 || !step_cost_.Known()) {
+    return std::numeric_limits<int32_t>::max();
+  }
+  return std::max(kMinPrefillTokensPerStep,
+                  step_cost_.TokensWithin(config_.max_step_ms / 1e3) - num_running_decodes_);
+}
+
+void Scheduler::Spend(int32_t num_uncomputed, int32_t num_new, int32_t& budget) {
+  budget -= num_new;
+  if (num_uncomputed > 1) prefill_left_ -= num_new;
 }
 
 }  // namespace loom

@@ -20,7 +20,10 @@
 // late, and the work a step adds to its decodes (and to their inter-token
 // latency) stays near threshold times that many tokens; a prompt whose rest
 // fits its chunk needs no slot, so a wave of short prompts still starts in one
-// step.
+// step. With a step-time target (max_step_ms) the prompt tokens of a step
+// that also runs decodes are capped by the measured cost of a step (StepCost,
+// fed by ObserveStep): the chunk follows the model and the machine, not a
+// fixed token count.
 //
 // Order and fairness. Sequences are ordered by a key (SeqKey): under FCFS the
 // submission order; under the priority policy arrival_time + priority *
@@ -78,6 +81,7 @@
 #include "absl/time/time.h"
 #include "cache/kv_cache_manager.h"
 #include "scheduler/request.h"
+#include "scheduler/step_cost.h"
 #include "types/request_params.h"
 #include "types/scheduler_config.h"
 #include "types/step.h"
@@ -153,6 +157,11 @@ class Scheduler {
   // stopping rules and frees the blocks of finished samples.
   [[nodiscard]] UpdateOutput Update(const StepResult& result);
 
+  // A step of num_tokens scheduled tokens took `seconds` of wall time: the
+  // step cost the step-time target sizes prefill chunks by.
+  void ObserveStep(int32_t num_tokens, double seconds) { step_cost_.Observe(num_tokens, seconds); }
+  [[nodiscard]] const StepCost& step_cost() const { return step_cost_; }
+
   // Ends one sample (the engine matched a stop string: the one stopping rule
   // that needs text, so it comes from outside) or the whole request (client
   // cancel), in any state, freeing its blocks at once. Unknown or
@@ -203,6 +212,13 @@ class Scheduler {
   // of two: this runs for every sequence every step.
   [[nodiscard]] bool StaysInBlock(const Sequence& seq, int32_t num_new_tokens) const;
   [[nodiscard]] int32_t ChunkSize(int32_t num_uncomputed, int32_t budget) const;
+  // The prompt tokens this step may take under the step-time target;
+  // INT32_MAX without one, without running decodes, or before the step cost
+  // is known.
+  [[nodiscard]] int32_t PrefillAllowance() const;
+  // Takes num_new tokens of a sequence with num_uncomputed to compute from
+  // the step's budget (and a prefill's from the allowance).
+  void Spend(int32_t num_uncomputed, int32_t num_new, int32_t& budget);
   // Whether one more sequence may compute a partial prefill chunk (one that
   // leaves prompt tokens for later) in this step, after num_prefills
   // (max_num_partial_prefills).
@@ -311,6 +327,9 @@ class Scheduler {
   // step wherever a running sequence's tokens change, so that a step need not
   // count them.
   int32_t num_running_decodes_ = 0;
+  StepCost step_cost_;
+  // Prompt tokens the step being planned may still take (PrefillAllowance).
+  int32_t prefill_left_ = 0;
   int32_t num_pending_slots_ = 0;
   // Unretired requests with a constraint: FillTokenMasks looks at the plan
   // only while there is one.

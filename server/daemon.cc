@@ -67,10 +67,7 @@ EngineConfig MakeEngineConfig(const ServerConfig& config, const LoadedModel& mod
   s.policy = config.scheduling_policy == "priority"          ? SchedulingPolicy::kPriority
              : config.scheduling_policy == "shortest_prompt" ? SchedulingPolicy::kShortestPrompt
                                                              : SchedulingPolicy::kFcfs;
-  const PrefillChunking chunking = ResolvedPrefillChunking(config, device);
-  s.long_prefill_token_threshold = chunking.long_prefill_token_threshold;
-  s.max_num_partial_prefills = chunking.max_num_partial_prefills;
-  s.prompt_token_aging = chunking.prompt_token_aging;
+  ResolvedPrefillChunking(config, device).ApplyTo(s);
   s.admission =
       config.admission == "reserve" ? AdmissionPolicy::kReserve : AdmissionPolicy::kOptimistic;
   s.eos_token_ids =
@@ -550,8 +547,8 @@ int RunDaemon(const ServerConfig& config, SignalWatcher& watcher) {
   LogLine(absl::StrCat("scheduler (", device, "): max_num_batched_tokens ",
                        sched.max_num_batched_tokens, ", long_prefill_token_threshold ",
                        sched.long_prefill_token_threshold, ", max_num_partial_prefills ",
-                       sched.max_num_partial_prefills, ", scheduling_policy ",
-                       config.scheduling_policy,
+                       sched.max_num_partial_prefills, ", max_step_ms ", sched.max_step_ms,
+                       ", scheduling_policy ", config.scheduling_policy,
                        sched.policy == SchedulingPolicy::kShortestPrompt
                            ? absl::StrCat(" (prompt_token_aging ",
                                           absl::FormatDuration(sched.prompt_token_aging), ")")

@@ -62,6 +62,10 @@ ABSL_FLAG(int32_t, long_prefill_token_threshold, -1,
 ABSL_FLAG(int32_t, max_num_partial_prefills, -1,
           "Most sequences given a prefill chunk that leaves part of their prompt for later, in "
           "one step (0: no limit; -1: by device, 1 on the CPU, no limit on a GPU).");
+ABSL_FLAG(double, max_step_ms, 0,
+          "Step-time target in ms when prompt chunks share a step with running decodes: the "
+          "chunks shrink to what the measured step cost fits in it, less the decodes, at least "
+          "32 tokens a step (0: no target).");
 ABSL_FLAG(std::string, admission, "optimistic",
           "optimistic (admit while blocks exist, preempt when full) or reserve (admit only "
           "when prompt + max_tokens fit, never preempt).");
@@ -262,6 +266,7 @@ int Run(int argc, char** argv) {
   config.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   config.scheduling_policy = absl::GetFlag(FLAGS_scheduling_policy);
   config.long_prefill_token_threshold = absl::GetFlag(FLAGS_long_prefill_token_threshold);
+  config.max_step_ms = absl::GetFlag(FLAGS_max_step_ms);
   config.max_num_partial_prefills = absl::GetFlag(FLAGS_max_num_partial_prefills);
   config.admission = absl::GetFlag(FLAGS_admission);
   if (!ParseDurationFlag("prompt_token_aging", absl::GetFlag(FLAGS_prompt_token_aging),

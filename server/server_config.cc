@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 
@@ -190,6 +191,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return Invalid("max_num_partial_prefills", ">= 0 (0 = no limit), or -1 (by device)",
                    absl::StrCat(c.max_num_partial_prefills));
   }
+  if (!(c.max_step_ms >= 0.0 && c.max_step_ms <= 3.6e6)) {
+    return Invalid("max_step_ms", "in [0, 3600000] (0 = no target)",
+                   absl::StrFormat("%.15g", c.max_step_ms));
+  }
   if (c.prompt_token_aging < absl::ZeroDuration()) {
     return Invalid("prompt_token_aging", ">= 0 (0 = by device)",
                    absl::FormatDuration(c.prompt_token_aging));
@@ -276,7 +281,15 @@ PrefillChunking ResolvedPrefillChunking(const ServerConfig& config, absl::string
   c.prompt_token_aging = config.prompt_token_aging > absl::ZeroDuration()
                              ? config.prompt_token_aging
                              : (cpu ? absl::Milliseconds(2) : absl::Microseconds(100));
+  c.max_step_ms = config.max_step_ms;
   return c;
+}
+
+void PrefillChunking::ApplyTo(SchedulerConfig& s) const {
+  s.long_prefill_token_threshold = long_prefill_token_threshold;
+  s.max_num_partial_prefills = max_num_partial_prefills;
+  s.prompt_token_aging = prompt_token_aging;
+  s.max_step_ms = max_step_ms;
 }
 
 int32_t ResolvedMaxNumBatchedTokens(const ServerConfig& config, absl::string_view device) {

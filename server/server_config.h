@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "types/scheduler_config.h"
 
 namespace loom {
 
@@ -40,6 +41,9 @@ struct ServerConfig {
   int32_t max_num_partial_prefills = -1;      // 0 = no limit
   // shortest_prompt's aging per prompt token; 0 = by device.
   absl::Duration prompt_token_aging = absl::ZeroDuration();
+  // Step-time target for steps mixing prompt chunks and decodes, in ms;
+  // 0 = none.
+  double max_step_ms = 0.0;
   int32_t max_logit_bias = 1024;  // logit_bias entries per request
   int32_t max_model_len = 0;      // 0: from the model
   int32_t max_queued_requests = 1024;
@@ -140,9 +144,12 @@ struct PrefillChunking {
   int32_t long_prefill_token_threshold;
   int32_t max_num_partial_prefills;
   absl::Duration prompt_token_aging;
+  double max_step_ms;
+  void ApplyTo(SchedulerConfig& s) const;
 };
 inline constexpr int32_t kCpuLongPrefillTokenThreshold = 128;
 inline constexpr int32_t kCpuMaxNumPartialPrefills = 1;
+
 PrefillChunking ResolvedPrefillChunking(const ServerConfig& config, absl::string_view device);
 
 // The model to load: the --model flag when given, else $LOOM_MODEL when set,

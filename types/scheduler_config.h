@@ -13,6 +13,11 @@ namespace loom {
 enum class SchedulingPolicy { kFcfs, kPriority, kShortestPrompt };
 enum class AdmissionPolicy { kOptimistic, kReserve };
 
+// The fewest prompt tokens a step with running decodes may take under a
+// step-time target, so that prompts still progress when the decodes alone
+// take the target.
+inline constexpr int32_t kMinPrefillTokensPerStep = 32;
+
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // sequences per step (batch slots)
   int32_t max_num_batched_tokens = 8192;  // token budget per step
@@ -26,6 +31,12 @@ struct SchedulerConfig {
   // With the threshold it bounds the long-prompt work a step adds to the
   // decodes that share it.
   int32_t max_num_partial_prefills = 0;
+  // A step-time target in milliseconds for steps where prompt chunks share
+  // the step with running decodes: the prompt tokens of such a step are
+  // capped at what the measured step cost (scheduler/step_cost.h) fits in
+  // the target less the decodes, at least kMinPrefillTokensPerStep. 0: no
+  // target.
+  double max_step_ms = 0.0;
   std::vector<int32_t> eos_token_ids;
   // Priority policy: waiting this long is worth one priority level. Positive.
   absl::Duration priority_aging = absl::Seconds(1);

@@ -178,6 +178,11 @@ TEST(ServerConfigTest, RejectsEachBadFlagWithItsName) {
   c.prompt_token_aging = absl::Milliseconds(-1);
   ExpectInvalid(c, "prompt_token_aging must be >= 0 (0 = by device); got -1ms");
   c = Valid();
+  c.max_step_ms = -1;
+  ExpectInvalid(c, "max_step_ms must be in [0, 3600000] (0 = no target); got -1");
+  c.max_step_ms = 4e6;
+  ExpectInvalid(c, "max_step_ms must be in [0, 3600000] (0 = no target); got 4000000");
+  c = Valid();
   c.admission = "greedy";
   ExpectInvalid(c, "admission must be one of optimistic, reserve; got \"greedy\"");
   c = Valid();
@@ -197,18 +202,26 @@ TEST(ServerConfigTest, PrefillChunkingByDeviceUnlessSet) {
   EXPECT_EQ(cpu.long_prefill_token_threshold, kCpuLongPrefillTokenThreshold);
   EXPECT_EQ(cpu.max_num_partial_prefills, kCpuMaxNumPartialPrefills);
   EXPECT_EQ(cpu.prompt_token_aging, absl::Milliseconds(2));
+  EXPECT_EQ(cpu.max_step_ms, 0.0);
   const PrefillChunking gpu = ResolvedPrefillChunking(c, "cuda");
   EXPECT_EQ(gpu.long_prefill_token_threshold, 0);
   EXPECT_EQ(gpu.max_num_partial_prefills, 0);
   EXPECT_EQ(gpu.prompt_token_aging, absl::Microseconds(100));
+  EXPECT_EQ(gpu.max_step_ms, 0.0);
   c.long_prefill_token_threshold = 0;
   c.max_num_partial_prefills = 3;
   c.prompt_token_aging = absl::Milliseconds(7);
+  c.max_step_ms = 250;
   for (const char* device : {"cpu", "cuda"}) {
     const PrefillChunking set = ResolvedPrefillChunking(c, device);
     EXPECT_EQ(set.long_prefill_token_threshold, 0) << device;
     EXPECT_EQ(set.max_num_partial_prefills, 3) << device;
     EXPECT_EQ(set.prompt_token_aging, absl::Milliseconds(7)) << device;
+    EXPECT_EQ(set.max_step_ms, 250.0) << device;
+    SchedulerConfig s;
+    set.ApplyTo(s);
+    EXPECT_EQ(s.max_step_ms, 250.0) << device;
+    EXPECT_EQ(s.max_num_partial_prefills, 3) << device;
   }
   c.scheduling_policy = "shortest_prompt";
   EXPECT_TRUE(ValidateServerConfig(c).ok());
