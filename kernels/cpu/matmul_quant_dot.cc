@@ -40,15 +40,24 @@ struct Activations8 {
   int64_t blocks = 0;
 };
 
-// One row: q = x * (32767 / max) rounded to nearest (even), |q| <= 32767.
+// A block of 32 values of x rounded to nearest (even) integers of at most
+// `top` in magnitude, q = x * (top / max |x|): qi[g] holds values [8 g,
+// 8 g + 8) as int32. Returns max |x|; `sum` gets the block's float32 sum.
+LOOM_DOT_AVX2_TARGET float RoundBlock(const float* x, float top, __m256i (&qi)[4], float& sum) {
+  __m256 v[4];
+  const float max = LoadBlock32(x, v);
+  const __m256 inv = _mm256_set1_ps(max > 0.0f ? top / max : 0.0f);
+  for (int g = 0; g < 4; ++g) qi[g] = _mm256_cvtps_epi32(_mm256_mul_ps(v[g], inv));
+  sum = Sum8(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+  return max;
+}
+
+// One row in int16, |q| <= 32767.
 LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int16_t* q, float* scale,
                                       float* sum) {
   for (int64_t b = 0; b < blocks; ++b) {
-    __m256 v[4];
-    const float max = LoadBlock32(x + b * kQuantBlock, v);
-    const __m256 inv = _mm256_set1_ps(max > 0.0f ? 32767.0f / max : 0.0f);
     __m256i qi[4];
-    for (int g = 0; g < 4; ++g) qi[g] = _mm256_cvtps_epi32(_mm256_mul_ps(v[g], inv));
+    const float max = RoundBlock(x + b * kQuantBlock, 32767.0f, qi, sum[b]);
     // packs works per 128-bit lane: [x0-3 | x16-19] with [x4-7 | x20-23]
     // packs to [x0-7 | x16-23].
     for (int h = 0; h < 2; ++h) {
@@ -58,7 +67,6 @@ LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int16_t* q
                           _mm256_packs_epi32(a, c));
     }
     scale[b] = max / 32767.0f;
-    sum[b] = Sum8(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
   }
 }
 
@@ -68,15 +76,12 @@ LOOM_DOT_AVX2_TARGET inline int32_t SumOf(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-// One row: q = x * (127 / max) rounded to nearest (even), |q| <= 127.
+// One row in int8, |q| <= 127.
 LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int8_t* q, float* scale,
                                       float* sum, float* sum16) {
   for (int64_t b = 0; b < blocks; ++b) {
-    __m256 v[4];
-    const float max = LoadBlock32(x + b * kQuantBlock, v);
-    const __m256 inv = _mm256_set1_ps(max > 0.0f ? 127.0f / max : 0.0f);
     __m256i qi[4];
-    for (int g = 0; g < 4; ++g) qi[g] = _mm256_cvtps_epi32(_mm256_mul_ps(v[g], inv));
+    const float max = RoundBlock(x + b * kQuantBlock, 127.0f, qi, sum[b]);
     // The packs interleave the 128-bit lanes; the permute restores the order.
     const __m256i q16 =
         _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
@@ -84,7 +89,6 @@ LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int8_t* q,
         reinterpret_cast<__m256i*>(q + b * kQuantBlock),
         _mm256_permutevar8x32_epi32(q16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
     scale[b] = max / 127.0f;
-    sum[b] = Sum8(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
     sum16[2 * b] = scale[b] * static_cast<float>(SumOf(_mm256_add_epi32(qi[0], qi[1])));
     sum16[2 * b + 1] = scale[b] * static_cast<float>(SumOf(_mm256_add_epi32(qi[2], qi[3])));
   }
