@@ -46,6 +46,15 @@ std::string CpuModelName() {
   return "unknown";
 }
 
+bool HasAvx512Vnni() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx512vnni") != 0;
+  return yes;
+#else
+  return false;
+#endif
+}
+
 std::string CpuFeatureNames() {
   std::string out;
 #if defined(__x86_64__)

@@ -19,6 +19,10 @@ SimdLevel DetectedSimd();
 // sanitizer runtimes initialise and crash TSan builds.
 const char* SimdName(SimdLevel level);
 
+// Whether the CPU has AVX-512 VNNI (vpdpwssd, vpdpbusd), whatever LOOM_SIMD
+// says: kernels with VNNI variants check it next to the level in use.
+bool HasAvx512Vnni();
+
 // The CPU's model name (from /proc/cpuinfo; "unknown" elsewhere) and the
 // instruction-set extensions the kernels use that it has, e.g. "avx2 fma f16c
 // avx512f avx512bw avx512vl avx512vnni", for start-up lines and --version.

@@ -256,8 +256,7 @@ constexpr DotsFn kVnniDots[kRowsPerPass] = {&DotsVnni<1>, &DotsVnni<2>, &DotsVnn
 // and the CPU has AVX-512 VNNI.
 const DotsFn* ScreenDots() {
 #if defined(__x86_64__)
-  static const bool vnni =
-      DetectedSimd() == SimdLevel::kAvx512 && __builtin_cpu_supports("avx512vnni");
+  static const bool vnni = DetectedSimd() == SimdLevel::kAvx512 && HasAvx512Vnni();
   if (vnni) return kVnniDots;
 #endif
   return kAvx2Dots;

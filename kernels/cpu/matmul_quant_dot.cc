@@ -70,12 +70,6 @@ LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int16_t* q
   }
 }
 
-LOOM_DOT_AVX2_TARGET inline int32_t SumOf(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
-}
-
 // One row in int8, |q| <= 127.
 LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int8_t* q, float* scale,
                                       float* sum, float* sum16) {
@@ -89,8 +83,8 @@ LOOM_DOT_AVX2_TARGET void QuantizeRow(const float* x, int64_t blocks, int8_t* q,
         reinterpret_cast<__m256i*>(q + b * kQuantBlock),
         _mm256_permutevar8x32_epi32(q16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
     scale[b] = max / 127.0f;
-    sum16[2 * b] = scale[b] * static_cast<float>(SumOf(_mm256_add_epi32(qi[0], qi[1])));
-    sum16[2 * b + 1] = scale[b] * static_cast<float>(SumOf(_mm256_add_epi32(qi[2], qi[3])));
+    sum16[2 * b] = scale[b] * static_cast<float>(SumI32(_mm256_add_epi32(qi[0], qi[1])));
+    sum16[2 * b + 1] = scale[b] * static_cast<float>(SumI32(_mm256_add_epi32(qi[2], qi[3])));
   }
 }
 
@@ -115,11 +109,6 @@ void Quantize(const MatmulQuantParams& p, Activations8& a) {
     QuantizeRow(p.x + i * p.ldx, a.blocks, a.q.data() + i * p.k, a.scale.data() + i * a.blocks,
                 a.sum.data() + i * a.blocks, a.sum16.data() + i * a.blocks * 2);
   }
-}
-
-bool HasVnni() {
-  static const bool yes = __builtin_cpu_supports("avx512vnni") != 0;
-  return yes;
 }
 
 // GCC 12 warns (-Wuninitialized) inside some conversion intrinsics, which
@@ -159,7 +148,7 @@ bool Supported(QuantType type, SimdLevel level, XBits bits) {
   return type != QuantType::kQ2_K && type != QuantType::kQ3_K;
 }
 
-bool UsesVnni(SimdLevel level) { return level == SimdLevel::kAvx512 && HasVnni(); }
+bool UsesVnni(SimdLevel level) { return level == SimdLevel::kAvx512 && HasAvx512Vnni(); }
 
 void MatmulDot(const MatmulQuantParams& p, ParallelFor& pool, int64_t rows_per_task,
                SimdLevel level, XBits bits) {

@@ -389,15 +389,10 @@ void Run(const MatmulQuantParams& p, const Activations& a, ParallelFor& pool,
   });
 }
 
-bool HasVnni() {
-  static const bool yes = __builtin_cpu_supports("avx512vnni") != 0;
-  return yes;
-}
-
 }  // namespace
 
 bool Supported(QuantType type, SimdLevel level) {
-  return level == SimdLevel::kAvx512 && HasVnni() && type != QuantType::kQ2_K &&
+  return level == SimdLevel::kAvx512 && HasAvx512Vnni() && type != QuantType::kQ2_K &&
          type != QuantType::kQ3_K;
 }
 

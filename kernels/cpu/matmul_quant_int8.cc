@@ -37,12 +37,6 @@ struct Panel {
   std::vector<float> m;    // [blocks, kRows]: Q4_1's offsets
 };
 
-LOOM_INT8_AVX2 inline int32_t SumOf(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
-}
-
 // One row of x: scale = max |x| / 127 per block, q = x / scale rounded to
 // nearest (even), so |q| <= 127.
 LOOM_INT8_AVX2 void QuantizeRow(const float* x, int blocks, int8_t* q, float* scale, int32_t* sum,
@@ -60,7 +54,7 @@ LOOM_INT8_AVX2 void QuantizeRow(const float* x, int blocks, int8_t* q, float* sc
     const __m256i q8 = _mm256_permutevar8x32_epi32(q16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQuantBlock), q8);
     const int32_t s =
-        SumOf(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+        SumI32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
     scale[b] = d;
     sum[b] = s;
     scaled_sum[b] = d * static_cast<float>(s);

@@ -59,6 +59,13 @@ __attribute__((target("avx2"))) inline float Sum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
+// The sum of the 8 int32 lanes of v.
+__attribute__((target("avx2"))) inline int32_t SumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
 // A block of 32 floats at x into v[0..3], 8 each; returns max |x|: what the
 // int8 and int16 paths scale a block of activations by.
 __attribute__((target("avx2"))) inline float LoadBlock32(const float* x, __m256 (&v)[4]) {
